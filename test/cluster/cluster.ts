@@ -1,0 +1,260 @@
+// The real test cluster: etcd, kube-apiserver (RBAC on, signed ServiceAccount tokens),
+// kube-controller-manager, kube-scheduler, kwok (the fake kubelet) and metrics-server, all bound to
+// 127.0.0.1 and started by kwokctl's binary runtime from binaries that build.sh compiled from the Go
+// module proxy. Nodes carry loopback addresses only, so nothing ever dials a pod or Service IP.
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join, dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { parseAllDocuments, stringify } from 'yaml';
+
+const execFileAsync = promisify(execFile);
+const clusterDir = dirname(fileURLToPath(import.meta.url));
+
+/** Names of the kwok nodes every cluster starts with. */
+export const TEST_NODE_NAMES = ['kwok-node-0', 'kwok-node-1', 'kwok-node-2'] as const;
+
+export interface ClusterOptions {
+  /** kwokctl cluster name; also names the processes' pid and log files. */
+  readonly name: string;
+  /** Directory that holds the cluster (KWOK_WORKDIR); created if missing. */
+  readonly workdir: string;
+  /** Environment for the child processes (PATH, HOME, cache locations). */
+  readonly env: NodeJS.ProcessEnv;
+}
+
+export interface RunningCluster {
+  readonly name: string;
+  readonly workdir: string;
+  readonly binDir: string;
+  readonly kubeconfigPath: string;
+  /** Milliseconds from the start of kwokctl to every node being Ready. */
+  readonly startMs: number;
+}
+
+/** Builds (or finds cached) binaries and returns the directory that holds them. */
+export async function buildClusterBinaries(env: NodeJS.ProcessEnv): Promise<string> {
+  const { stdout } = await execFileAsync('bash', [join(clusterDir, 'build.sh')], {
+    env,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const binDir = stdout.trim().split('\n').at(-1);
+  if (binDir === undefined || !existsSync(join(binDir, '.complete'))) {
+    throw new Error(`build.sh did not report a complete binary directory (got ${String(binDir)})`);
+  }
+  return binDir;
+}
+
+function kwokEnv(binDir: string, options: ClusterOptions): NodeJS.ProcessEnv {
+  return {
+    ...options.env,
+    PATH: `${binDir}:${options.env['PATH'] ?? ''}`,
+    KWOK_WORKDIR: options.workdir,
+    KWOK_RUNTIME: 'binary',
+    KWOK_KUBE_BINARY_PREFIX: binDir,
+    KWOK_KUBECTL_BINARY: join(binDir, 'kubectl'),
+    KWOK_ETCD_BINARY: join(binDir, 'etcd'),
+    KWOK_CONTROLLER_BINARY: join(binDir, 'kwok'),
+    KWOK_METRICS_SERVER_BINARY: join(binDir, 'metrics-server'),
+  };
+}
+
+/** Writes the committed kwokctl.yaml with this machine's metrics-server manifest path added. */
+async function writeKwokConfig(binDir: string, workdir: string): Promise<string> {
+  const source = await readFile(join(clusterDir, 'kwokctl.yaml'), 'utf8');
+  const docs = parseAllDocuments(source).map((doc) => doc.toJS() as Record<string, unknown>);
+  const first = docs[0];
+  if (first?.['kind'] !== 'KwokctlConfiguration') {
+    throw new Error('test/cluster/kwokctl.yaml must start with a KwokctlConfiguration');
+  }
+  const options = (first['options'] ?? {}) as Record<string, unknown>;
+  options['metricsServerManifests'] = [join(binDir, 'metrics-server-manifests')];
+  first['options'] = options;
+  const path = join(workdir, 'kwokctl.generated.yaml');
+  await writeFile(path, docs.map((doc) => stringify(doc)).join('---\n'));
+  return path;
+}
+
+function runLogged(command: string, args: string[], env: NodeJS.ProcessEnv, logPath: string) {
+  return new Promise<void>((resolve, reject) => {
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const output = Buffer.concat(chunks).toString('utf8');
+      void writeFile(logPath, output).finally(() => {
+        if (code === 0) resolve();
+        else
+          reject(
+            new Error(`${command} ${args.join(' ')} exited ${String(code)}:\n${tail(output, 30)}`),
+          );
+      });
+    });
+  });
+}
+
+function tail(text: string, lines: number): string {
+  return text.trimEnd().split('\n').slice(-lines).join('\n');
+}
+
+/** The last lines of every component log, for a failure message that says why. */
+export function componentLogTails(workdir: string, name: string, lines = 15): string {
+  const logDir = join(workdir, 'clusters', name, 'logs');
+  if (!existsSync(logDir)) return '(no component logs)';
+  return readdirSync(logDir)
+    .map((file) => `--- ${file}\n${tail(readFileSync(join(logDir, file), 'utf8'), lines)}`)
+    .join('\n');
+}
+
+function testNode(name: string): V1Node {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name,
+      annotations: {
+        'kwok.x-k8s.io/node': 'fake',
+        'node.alpha.kubernetes.io/ttl': '0',
+        // metrics-server >= 0.7 scrapes this path on kwok's port instead of /metrics/resource.
+        'metrics.k8s.io/resource-metrics-path': `/metrics/nodes/${name}/metrics/resource`,
+      },
+      labels: {
+        type: 'kwok',
+        'kubernetes.io/hostname': name,
+        'kubernetes.io/os': 'linux',
+        'kubernetes.io/arch': 'amd64',
+      },
+    },
+    spec: {},
+    status: {
+      // Loopback only: the API server and metrics-server reach kwok here, and nothing else.
+      addresses: [
+        { type: 'InternalIP', address: '127.0.0.1' },
+        { type: 'Hostname', address: 'localhost' },
+      ],
+      allocatable: { cpu: '32', memory: '256Gi', pods: '110' },
+      capacity: { cpu: '32', memory: '256Gi', pods: '110' },
+    },
+  };
+}
+
+async function waitFor<T>(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<T | undefined>,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (err: unknown) {
+      lastError = err;
+    }
+    await sleep(250);
+  }
+  const reason = lastError instanceof Error ? `: ${lastError.message}` : '';
+  throw new Error(`timed out after ${String(timeoutMs)} ms waiting for ${what}${reason}`);
+}
+
+async function createReadyNodes(kubeconfigPath: string): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const core = kc.makeApiClient(CoreV1Api);
+  await waitFor('the default ServiceAccount', 60_000, async () => {
+    await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' });
+    return true;
+  });
+  for (const name of TEST_NODE_NAMES) {
+    await core.createNode({ body: testNode(name) });
+  }
+  await waitFor('every kwok node to be Ready', 60_000, async () => {
+    const nodes = await core.listNode({ labelSelector: 'type=kwok' });
+    const ready = nodes.items.filter((node) =>
+      node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    );
+    return ready.length === TEST_NODE_NAMES.length ? true : undefined;
+  });
+}
+
+/** Starts a cluster and returns once the API server is ready and every node is Ready. */
+export async function startCluster(options: ClusterOptions): Promise<RunningCluster> {
+  const binDir = await buildClusterBinaries(options.env);
+  await mkdir(options.workdir, { recursive: true });
+  const env = kwokEnv(binDir, options);
+  const configPath = await writeKwokConfig(binDir, options.workdir);
+  const started = Date.now();
+  try {
+    await runLogged(
+      join(binDir, 'kwokctl'),
+      ['create', 'cluster', '--name', options.name, '-c', configPath, '--kubeconfig', ''].concat([
+        '--enable',
+        'metrics-server',
+        '--wait',
+        '3m',
+      ]),
+      env,
+      join(options.workdir, 'kwokctl-create.log'),
+    );
+    const kubeconfigPath = join(options.workdir, 'clusters', options.name, 'kubeconfig.yaml');
+    await createReadyNodes(kubeconfigPath);
+    return {
+      name: options.name,
+      workdir: options.workdir,
+      binDir,
+      kubeconfigPath,
+      startMs: Date.now() - started,
+    };
+  } catch (err: unknown) {
+    const logs = componentLogTails(options.workdir, options.name);
+    await stopCluster(options).catch(() => undefined);
+    const message = err instanceof Error ? err.message : String(err);
+    throw new Error(`test cluster failed to start: ${message}\n${logs}`, { cause: err });
+  }
+}
+
+/** Kills every process recorded in the cluster's pid files (the synchronous last resort). */
+export function killClusterProcesses(workdir: string, name: string): void {
+  const pidDir = join(workdir, 'clusters', name, 'pids');
+  if (!existsSync(pidDir)) return;
+  for (const file of readdirSync(pidDir)) {
+    const pid = Number.parseInt(readFileSync(join(pidDir, file), 'utf8').trim(), 10);
+    if (!Number.isInteger(pid) || pid <= 1) continue;
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Already gone: exactly what teardown wants.
+    }
+  }
+}
+
+/** Stops every process the cluster started and removes its work directory. */
+export async function stopCluster(options: ClusterOptions): Promise<void> {
+  const binDir = await buildClusterBinaries(options.env).catch(() => undefined);
+  if (binDir !== undefined && existsSync(join(options.workdir, 'clusters', options.name))) {
+    await runLogged(
+      join(binDir, 'kwokctl'),
+      // An empty --kubeconfig is refused on delete; point it at a file of our own so the user's
+      // ~/.kube/config is never touched.
+      [
+        'delete',
+        'cluster',
+        '--name',
+        options.name,
+        '--kubeconfig',
+        join(options.workdir, 'unused'),
+      ],
+      kwokEnv(binDir, options),
+      join(options.workdir, 'kwokctl-delete.log'),
+    ).catch(() => undefined);
+  }
+  killClusterProcesses(options.workdir, options.name);
+  await rm(options.workdir, { recursive: true, force: true });
+}

@@ -1,0 +1,40 @@
+import { defineConfig } from 'vitest/config';
+
+// Three projects, all run by `npm test`:
+//   unit        pure logic and components on real sockets and temp dirs, colocated *.test.ts
+//   chart       the real helm binaries over the chart (test/chart)
+//   integration the real API server harness, started once for the run (test/integration)
+export default defineConfig({
+  test: {
+    reporters: ['default', './test/helpers/summary-reporter.ts'],
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: [
+            '{shared,collector,executor,demo-gateway,proto,test/helpers,test/component}/**/*.test.ts',
+          ],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: 'chart',
+          include: ['test/chart/**/*.test.ts'],
+          testTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['./test/cluster/global-setup.ts'],
+          // One shared cluster on two cores: files run one after another, each in its own namespace.
+          fileParallelism: false,
+          testTimeout: 150_000,
+          hookTimeout: 120_000,
+        },
+      },
+    ],
+  },
+});
