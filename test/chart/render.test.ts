@@ -1,0 +1,522 @@
+// helm template over a values matrix, on helm 3.17 and helm 4.1, asserted as parsed YAML.
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { buildClusterBinaries } from '../cluster/cluster.js';
+import {
+  findOne,
+  GATE_MATRIX,
+  grants,
+  HELM_VERSIONS,
+  render,
+  renderError,
+  renderText,
+  rulesOf,
+  type KubeObject,
+  type Values,
+} from './helm.js';
+import {
+  DANGEROUS_SUBRESOURCES,
+  executorEnabled,
+  expectedExecutorClusterGrants,
+  MUTATING_VERBS,
+  NODE_SHELL_ROLE_GRANTS,
+} from './rbac-expectations.js';
+
+interface Container {
+  name: string;
+  env?: { name: string; value?: string; valueFrom?: Record<string, unknown> }[];
+  ports?: { name: string; containerPort: number }[];
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+  securityContext?: Record<string, unknown>;
+  livenessProbe?: { httpGet?: { path: string; port: string | number } };
+  readinessProbe?: { httpGet?: { path: string; port: string | number } };
+}
+
+interface Volume {
+  name: string;
+  projected?: { sources: Record<string, Record<string, unknown>>[] };
+  emptyDir?: Record<string, unknown>;
+  persistentVolumeClaim?: { claimName: string };
+  configMap?: { name: string };
+}
+
+interface PodSpec {
+  serviceAccountName: string;
+  automountServiceAccountToken: boolean;
+  securityContext: Record<string, unknown>;
+  containers: Container[];
+  volumes: Volume[];
+}
+
+interface DeploymentSpec {
+  replicas: number;
+  strategy: { type: string };
+  template: { spec: PodSpec };
+}
+
+function deploymentSpec(objects: readonly KubeObject[]): DeploymentSpec {
+  return findOne(objects, 'Deployment')['spec'] as DeploymentSpec;
+}
+
+function container(objects: readonly KubeObject[], name: string): Container | undefined {
+  return deploymentSpec(objects).template.spec.containers.find((c) => c.name === name);
+}
+
+function configFile(objects: readonly KubeObject[]): Record<string, unknown> {
+  const data = findOne(objects, 'ConfigMap')['data'] as Record<string, string>;
+  return parse(data['config.yaml'] ?? '') as Record<string, unknown>;
+}
+
+const COLLECTOR_ROLE = 'kubexa:kubexa-agent';
+const EXECUTOR_ROLE = 'kubexa:kubexa-agent-executor';
+
+describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
+  let helm = '';
+  beforeAll(async () => {
+    helm = join(await buildClusterBinaries(process.env), binary);
+  });
+
+  const renderWith = (values: Values, args: readonly string[] = []) =>
+    render(helm, { values, args });
+
+  describe('gates matrix', () => {
+    it.each(GATE_MATRIX)('rbac $name: each gate adds exactly its rules', async ({ rbac }) => {
+      const objects = await renderWith({ rbac });
+      const hasExecutor = executorEnabled(rbac);
+
+      // The collector's ClusterRole: read verbs only, whatever the gates say.
+      const collector = rulesOf(findOne(objects, 'ClusterRole', COLLECTOR_ROLE));
+      for (const rule of collector) {
+        const mutating = rule.verbs.filter((v) =>
+          (MUTATING_VERBS as readonly string[]).includes(v),
+        );
+        if (mutating.length > 0) {
+          // The one exception: asking the API server what this identity may do.
+          expect(rule).toEqual({
+            apiGroups: ['authorization.k8s.io'],
+            resources: ['selfsubjectaccessreviews'],
+            verbs: ['create'],
+          });
+        }
+        for (const resource of rule.resources ?? []) {
+          expect(DANGEROUS_SUBRESOURCES).not.toContain(resource);
+        }
+      }
+      const collectorGrants = grants(collector);
+      for (const forbidden of [
+        '/pods/exec:get',
+        '/pods/exec:create',
+        '/pods:create',
+        '/nodes:patch',
+        '/pods/eviction:create',
+      ]) {
+        expect(collectorGrants).not.toContain(forbidden);
+      }
+      expect(collectorGrants.has('*/*:get')).toBe(rbac.readAll === true);
+
+      // Executor objects exist exactly when a privileged gate is on.
+      const executorObjects = objects.filter((o) => o.metadata.name.includes('executor'));
+      expect(container(objects, 'executor') !== undefined).toBe(hasExecutor);
+      if (!hasExecutor) {
+        expect(executorObjects).toEqual([]);
+        return;
+      }
+      expect(executorObjects.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(
+        expect.arrayContaining([
+          'ServiceAccount/kubexa-agent-executor',
+          'Secret/kubexa-agent-executor-token',
+        ]),
+      );
+
+      const expectedCluster = expectedExecutorClusterGrants(rbac);
+      const clusterRoles = objects.filter(
+        (o) => o.kind === 'ClusterRole' && o.metadata.name === EXECUTOR_ROLE,
+      );
+      if (expectedCluster.size === 0) {
+        expect(clusterRoles).toEqual([]);
+      } else {
+        expect(grants(rulesOf(findOne(objects, 'ClusterRole', EXECUTOR_ROLE)))).toEqual(
+          expectedCluster,
+        );
+        const binding = findOne(objects, 'ClusterRoleBinding', EXECUTOR_ROLE);
+        expect(binding['subjects']).toEqual([
+          { kind: 'ServiceAccount', name: 'kubexa-agent-executor', namespace: 'kubexa' },
+        ]);
+      }
+
+      const roles = objects.filter((o) => o.kind === 'Role');
+      if (rbac.nodeShell === true) {
+        const role = findOne(objects, 'Role', 'kubexa-agent-executor-node-shell');
+        expect(role.metadata.namespace).toBe('kubexa');
+        expect(grants(rulesOf(role))).toEqual(new Set(NODE_SHELL_ROLE_GRANTS));
+        const binding = findOne(objects, 'RoleBinding', 'kubexa-agent-executor-node-shell');
+        expect(binding['subjects']).toEqual([
+          { kind: 'ServiceAccount', name: 'kubexa-agent-executor', namespace: 'kubexa' },
+        ]);
+      } else {
+        expect(roles).toEqual([]);
+      }
+
+      // Executor RBAC never uses a wildcard.
+      for (const role of objects.filter(
+        (o) =>
+          (o.kind === 'ClusterRole' || o.kind === 'Role') && o.metadata.name.includes('executor'),
+      )) {
+        for (const rule of rulesOf(role)) {
+          const words = [...(rule.apiGroups ?? []), ...(rule.resources ?? []), ...rule.verbs];
+          expect(words.filter((w) => w.includes('*'))).toEqual([]);
+        }
+      }
+    });
+
+    it('all gates off: no executor object, container, volume, env or name anywhere', async () => {
+      const text = await renderText(helm, {});
+      expect(text).not.toMatch(/-executor|executor-token|executor-socket|EXECUTOR_SOCKET/);
+      expect(text).not.toContain('/run/kubexa');
+      const objects = await renderWith({});
+      expect(deploymentSpec(objects).template.spec.containers.map((c) => c.name)).toEqual([
+        'collector',
+      ]);
+      expect(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')).toEqual([]);
+    });
+
+    it('the gates never change the collector ClusterRole', async () => {
+      const base = rulesOf(findOne(await renderWith({}), 'ClusterRole', COLLECTOR_ROLE));
+      const all = await renderWith({
+        rbac: { exec: true, nodeShell: true, nodeOps: true, write: true },
+      });
+      expect(rulesOf(findOne(all, 'ClusterRole', COLLECTOR_ROLE))).toEqual(base);
+    });
+
+    it('the collector reads logs, events, state, metrics and may ask SelfSubjectAccessReviews', async () => {
+      const g = grants(rulesOf(findOne(await renderWith({}), 'ClusterRole', COLLECTOR_ROLE)));
+      for (const needed of [
+        '/pods:list',
+        '/pods:watch',
+        '/pods/log:get',
+        '/namespaces:get',
+        '/events:watch',
+        'events.k8s.io/events:list',
+        '/secrets:list',
+        'apps/deployments:watch',
+        'metrics.k8s.io/pods:list',
+        'metrics.k8s.io/nodes:get',
+        'authorization.k8s.io/selfsubjectaccessreviews:create',
+      ]) {
+        expect(g).toContain(needed);
+      }
+    });
+
+    it('rbac.create=false renders no Role or binding, but the gated executor still runs', async () => {
+      const objects = await renderWith({ rbac: { create: false, exec: true, nodeShell: true } });
+      expect(
+        objects.filter((o) => /^(Cluster)?Role(Binding)?$/.test(o.kind)).map((o) => o.kind),
+      ).toEqual([]);
+      expect(container(objects, 'executor')).toBeDefined();
+      findOne(objects, 'ServiceAccount', 'kubexa-agent-executor');
+    });
+
+    it('rbac.extraRules are appended to the collector ClusterRole', async () => {
+      const rule = { apiGroups: ['example.com'], resources: ['widgets'], verbs: ['get', 'list'] };
+      const objects = await renderWith({ rbac: { extraRules: [rule] } });
+      expect(rulesOf(findOne(objects, 'ClusterRole', COLLECTOR_ROLE)).at(-1)).toEqual(rule);
+    });
+
+    it('cluster-scoped names carry the namespace, so releases never collide', async () => {
+      const a = await render(helm, { namespace: 'team-a', values: { rbac: { exec: true } } });
+      const b = await render(helm, { namespace: 'team-b', values: { rbac: { exec: true } } });
+      const names = (objects: KubeObject[]) =>
+        objects
+          .filter((o) => o.kind.startsWith('Cluster'))
+          .map((o) => o.metadata.name)
+          .sort();
+      expect(names(a)).toEqual([
+        'team-a:kubexa-agent',
+        'team-a:kubexa-agent',
+        'team-a:kubexa-agent-executor',
+        'team-a:kubexa-agent-executor',
+      ]);
+      expect(names(a).filter((n) => names(b).includes(n))).toEqual([]);
+    });
+  });
+
+  describe('Deployment', () => {
+    it('is a singleton with strategy Recreate', async () => {
+      const spec = deploymentSpec(await renderWith({}));
+      expect(spec.replicas).toBe(1);
+      expect(spec.strategy).toEqual({ type: 'Recreate' });
+    });
+
+    it('runs every container non-root, read-only, without capabilities, under RuntimeDefault', async () => {
+      const objects = await renderWith({
+        rbac: { exec: true, nodeShell: true, nodeOps: true, write: true },
+      });
+      const pod = deploymentSpec(objects).template.spec;
+      expect(pod.securityContext).toMatchObject({
+        runAsNonRoot: true,
+        runAsUser: 65532,
+        seccompProfile: { type: 'RuntimeDefault' },
+      });
+      expect(pod.containers.map((c) => c.name)).toEqual(['collector', 'executor']);
+      for (const c of pod.containers) {
+        expect(c.securityContext).toEqual({
+          runAsNonRoot: true,
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          privileged: false,
+          capabilities: { drop: ['ALL'] },
+          seccompProfile: { type: 'RuntimeDefault' },
+        });
+      }
+    });
+
+    it('gives each container only its own identity token', async () => {
+      const objects = await renderWith({ rbac: { exec: true } });
+      const pod = deploymentSpec(objects).template.spec;
+      expect(pod.serviceAccountName).toBe('kubexa-agent');
+      expect(pod.automountServiceAccountToken).toBe(false);
+      const tokenPath = '/var/run/secrets/kubernetes.io/serviceaccount';
+      const mounts = (name: string) =>
+        (container(objects, name)?.volumeMounts ?? []).map((m) => m.name);
+      expect(mounts('collector')).toContain('collector-token');
+      expect(mounts('collector')).not.toContain('executor-token');
+      expect(mounts('executor')).toContain('executor-token');
+      expect(mounts('executor')).not.toContain('collector-token');
+      expect(mounts('executor')).not.toContain('data');
+      for (const name of ['collector', 'executor']) {
+        const tokenMounts = (container(objects, name)?.volumeMounts ?? []).filter(
+          (m) => m.mountPath === tokenPath,
+        );
+        expect(tokenMounts).toHaveLength(1);
+        expect(tokenMounts[0]?.readOnly).toBe(true);
+      }
+
+      const volume = (name: string) => pod.volumes.find((v) => v.name === name);
+      const collectorSources = volume('collector-token')?.projected?.sources ?? [];
+      expect(collectorSources[0]?.['serviceAccountToken']).toMatchObject({ path: 'token' });
+      const executorSources = volume('executor-token')?.projected?.sources ?? [];
+      expect(executorSources).toHaveLength(1);
+      expect(executorSources[0]?.['secret']?.['name']).toBe('kubexa-agent-executor-token');
+
+      const secret = findOne(objects, 'Secret', 'kubexa-agent-executor-token');
+      expect(secret['type']).toBe('kubernetes.io/service-account-token');
+      expect(secret.metadata.annotations?.['kubernetes.io/service-account.name']).toBe(
+        'kubexa-agent-executor',
+      );
+      // Both ServiceAccounts refuse automounting on their own as well.
+      for (const sa of objects.filter((o) => o.kind === 'ServiceAccount')) {
+        expect(sa['automountServiceAccountToken']).toBe(false);
+      }
+    });
+
+    it('shares the socket directory and nothing else writable between the two containers', async () => {
+      const objects = await renderWith({ rbac: { nodeOps: true } });
+      const pod = deploymentSpec(objects).template.spec;
+      expect(pod.volumes.find((v) => v.name === 'executor-socket')?.emptyDir).toMatchObject({
+        medium: 'Memory',
+      });
+      for (const name of ['collector', 'executor']) {
+        const c = container(objects, name);
+        expect(c?.volumeMounts).toContainEqual({
+          name: 'executor-socket',
+          mountPath: '/run/kubexa',
+        });
+        expect(c?.env).toContainEqual({
+          name: 'KUBEXA_EXECUTOR_SOCKET',
+          value: '/run/kubexa/executor.sock',
+        });
+      }
+      // The tenant token reaches the collector only.
+      const envNames = (name: string) => (container(objects, name)?.env ?? []).map((e) => e.name);
+      expect(envNames('collector')).toContain('KUBEXA_TENANT_TOKEN');
+      expect(envNames('executor')).not.toContain('KUBEXA_TENANT_TOKEN');
+    });
+
+    it('probes /healthz and /readyz on the collector health port', async () => {
+      const objects = await renderWith({
+        observability: { healthAddr: ':18080', metricsAddr: '0.0.0.0:19090' },
+      });
+      const c = container(objects, 'collector');
+      expect(c?.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'health' });
+      expect(c?.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
+      expect(c?.ports).toEqual([
+        { name: 'health', containerPort: 18080, protocol: 'TCP' },
+        { name: 'metrics', containerPort: 19090, protocol: 'TCP' },
+      ]);
+      const service = findOne(objects, 'Service');
+      expect(service['spec']).toMatchObject({
+        ports: [{ name: 'metrics', port: 9090, targetPort: 'metrics' }],
+      });
+    });
+
+    it('mounts a PVC at /var/lib/kubexa, or an emptyDir with persistence off', async () => {
+      const withPvc = await renderWith({ persistence: { storageClass: 'fast', size: '5Gi' } });
+      const pvc = findOne(withPvc, 'PersistentVolumeClaim', 'kubexa-agent-data');
+      expect(pvc['spec']).toMatchObject({
+        storageClassName: 'fast',
+        accessModes: ['ReadWriteOnce'],
+        resources: { requests: { storage: '5Gi' } },
+      });
+      expect(deploymentSpec(withPvc).template.spec.volumes.find((v) => v.name === 'data')).toEqual({
+        name: 'data',
+        persistentVolumeClaim: { claimName: 'kubexa-agent-data' },
+      });
+      expect(container(withPvc, 'collector')?.volumeMounts).toContainEqual({
+        name: 'data',
+        mountPath: '/var/lib/kubexa',
+      });
+
+      const existing = await renderWith({ persistence: { existingClaim: 'mine' } });
+      expect(existing.filter((o) => o.kind === 'PersistentVolumeClaim')).toEqual([]);
+      expect(deploymentSpec(existing).template.spec.volumes.find((v) => v.name === 'data')).toEqual(
+        { name: 'data', persistentVolumeClaim: { claimName: 'mine' } },
+      );
+
+      const off = await renderWith({ persistence: { enabled: false } });
+      expect(off.filter((o) => o.kind === 'PersistentVolumeClaim')).toEqual([]);
+      expect(deploymentSpec(off).template.spec.volumes.find((v) => v.name === 'data')).toEqual({
+        name: 'data',
+        emptyDir: {},
+      });
+    });
+  });
+
+  describe('tenant token Secret', () => {
+    it('creates the Secret and feeds KUBEXA_TENANT_TOKEN from it', async () => {
+      const objects = await renderWith({ secret: { tenantToken: 't0ken' } });
+      const secret = findOne(objects, 'Secret', 'kubexa-agent-token');
+      expect(secret['stringData']).toEqual({ 'tenant-token': 't0ken' });
+      expect(container(objects, 'collector')?.env).toContainEqual({
+        name: 'KUBEXA_TENANT_TOKEN',
+        valueFrom: { secretKeyRef: { name: 'kubexa-agent-token', key: 'tenant-token' } },
+      });
+      expect(JSON.stringify(findOne(objects, 'ConfigMap'))).not.toContain('t0ken');
+    });
+
+    it('uses secret.existingSecret and renders no Secret of its own', async () => {
+      const objects = await renderWith({
+        secret: { tenantToken: '', existingSecret: 'mine', existingSecretKey: 'token' },
+      });
+      expect(objects.filter((o) => o.kind === 'Secret')).toEqual([]);
+      expect(container(objects, 'collector')?.env).toContainEqual({
+        name: 'KUBEXA_TENANT_TOKEN',
+        valueFrom: { secretKeyRef: { name: 'mine', key: 'token' } },
+      });
+    });
+
+    it('refuses to render without a token or an existing Secret', async () => {
+      expect(await renderError(helm, { values: { secret: { tenantToken: '' } } })).toContain(
+        'secret.tenantToken is required',
+      );
+    });
+
+    it('refuses agent.tenantToken, which would land in a ConfigMap', async () => {
+      expect(await renderError(helm, { values: { agent: { tenantToken: 'x' } } })).toContain(
+        'agent.tenantToken',
+      );
+    });
+  });
+
+  describe('agent config file', () => {
+    it('maps camelCase values to snake_case and copies rule lists verbatim', async () => {
+      const rule = {
+        id: 'stage-api',
+        namespace: 'stage',
+        pod_names: ['be-*'],
+        label_selector: 'log=backend-log',
+      };
+      const objects = await renderWith({
+        collect: { logs: { tailLines: 50, rules: [rule] }, state: { resyncPeriod: 0 } },
+        buffer: { maxMemoryBytes: 33554432, flushInterval: '2s' },
+        exec: { pod: { enabled: true, maxSessionSec: 600 } },
+        gateway: { host: 'gw.example.com', port: 8443 },
+      });
+      const config = configFile(objects);
+      expect(config).toMatchObject({
+        gateway: {
+          address: 'gw.example.com:8443',
+          tls: true,
+          dial_timeout: '10s',
+          reconnect_initial_delay: '1s',
+        },
+        collect: {
+          logs: {
+            tail_lines: 50,
+            rules: [rule],
+            exclude_namespaces: ['kube-system', 'kube-public'],
+          },
+          // A bare 0 at a block duration is written as the string "0".
+          state: { resync_period: '0', redact_secrets: false },
+        },
+        buffer: {
+          max_memory_bytes: 33554432,
+          flush_interval: '2s',
+          spill_dir: '/var/lib/kubexa/spill',
+        },
+        exec: { pod: { enabled: true, max_session_sec: 600 } },
+        observability: { health_addr: ':8080', metrics_addr: ':9090' },
+        log: { level: 'info', format: 'json' },
+      });
+      expect(config['agent']).toEqual({});
+      const gateway = config['gateway'] as Record<string, unknown>;
+      expect(gateway).not.toHaveProperty('host');
+      expect(gateway).not.toHaveProperty('port');
+      // query.redactSecrets is absent so the agent inherits collect.state.redact_secrets.
+      expect(config['query']).toEqual({ enabled: true, rules: [] });
+      // Only the agent's own sections reach the file.
+      expect(Object.keys(config).sort()).toEqual(
+        [
+          'agent',
+          'buffer',
+          'collect',
+          'exec',
+          'gateway',
+          'log',
+          'mutate',
+          'observability',
+          'query',
+        ].sort(),
+      );
+    });
+
+    it('gateway.address wins over host and port', async () => {
+      const config = configFile(
+        await renderWith({ gateway: { address: 'gw:1234', host: 'ignored' } }),
+      );
+      expect(config['gateway']).toMatchObject({ address: 'gw:1234' });
+    });
+
+    it('restarts the Pod when the config changes', async () => {
+      const checksum = async (values: Values) => {
+        const spec = findOne(await renderWith(values), 'Deployment')['spec'] as {
+          template: { metadata: { annotations: Record<string, string> } };
+        };
+        return spec.template.metadata.annotations['checksum/config'];
+      };
+      expect(await checksum({})).not.toBe(await checksum({ log: { level: 'debug' } }));
+    });
+  });
+
+  describe('Service and ServiceMonitor', () => {
+    it('renders a ServiceMonitor on the metrics port when asked', async () => {
+      const objects = await renderWith({
+        serviceMonitor: { enabled: true, labels: { release: 'prom' }, interval: '15s' },
+      });
+      const monitor = findOne(objects, 'ServiceMonitor');
+      expect(monitor.metadata.labels).toMatchObject({ release: 'prom' });
+      expect(monitor['spec']).toMatchObject({
+        endpoints: [{ port: 'metrics', path: '/metrics', interval: '15s', scrapeTimeout: '10s' }],
+      });
+    });
+
+    it('renders no ServiceMonitor by default and refuses one without the Service', async () => {
+      expect((await renderWith({})).filter((o) => o.kind === 'ServiceMonitor')).toEqual([]);
+      expect(
+        await renderError(helm, {
+          values: { serviceMonitor: { enabled: true }, service: { enabled: false } },
+        }),
+      ).toContain('serviceMonitor.enabled needs service.enabled');
+    });
+  });
+});
