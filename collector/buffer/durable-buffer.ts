@@ -1,0 +1,493 @@
+import type { Logger } from 'pino';
+import { getErrorMessage } from '../../shared/errors.js';
+import { MemoryQueue, type MemoryItem } from './memory-queue.js';
+import { openSpillDatabase } from './open-spill-database.js';
+import { SpillStore, type SpillRow } from './spill-store.js';
+import {
+  DROP_REASONS,
+  ITEM_KINDS,
+  itemBytes,
+  noopBufferCounters,
+  type BufferCounters,
+  type BufferDeps,
+  type BufferItem,
+  type BufferOptions,
+  type BufferStats,
+  type DropReason,
+  type ItemKind,
+} from './types.js';
+
+/** An item handed out or returned: its payload stays in memory, or (undefined) on disk. */
+interface HeldItem {
+  readonly seq: number;
+  readonly id: string;
+  readonly kind: ItemKind;
+  readonly bytes: number;
+  readonly payload: Uint8Array | undefined;
+}
+
+/** Disk rows read ahead of the consumer, so replay is one query per page, not per item. */
+const READ_AHEAD_ROWS = 512;
+/** A spill frees this much beyond the need (capped by a quarter of memory): one commit per MiB. */
+const SPILL_SLACK_BYTES = 1024 * 1024;
+
+const overflowReason = (kind: ItemKind): DropReason => `overflow_${kind}`;
+const rank = (kind: ItemKind): number => ITEM_KINDS.indexOf(kind);
+
+/**
+ * A FIFO of gateway messages in two tiers: memory up to `maxMemoryBytes`, then SQLite up to
+ * `maxDiskBytes`. Every item has a global sequence number; the oldest pending items are always
+ * the ones spilled, so "disk before memory" is FIFO. Items leave only when settled by id
+ * (`ack`) or dropped by the overflow policy, each drop counted by reason. See docs/buffer.md.
+ *
+ * Order of delivery: returned items (oldest first), then never-taken disk rows, then memory.
+ * Every returned item was taken before any never-taken item existed or while it was newer, so
+ * that order is the sequence order.
+ */
+export class DurableBuffer implements AsyncDisposable {
+  readonly #options: Required<BufferOptions>;
+  readonly #logger: Logger;
+  readonly #counters: BufferCounters;
+  readonly #now: () => number;
+  #store: SpillStore;
+
+  readonly #memory = new MemoryQueue();
+  /** Bytes of every item whose payload is only in memory: pending, returned and in flight. */
+  #memoryBytes = 0;
+  #memoryDepth = 0;
+  /** Returned items, sorted by seq, served before anything else. */
+  #returned: HeldItem[] = [];
+  readonly #inflight = new Map<string, HeldItem>();
+
+  #diskRows = 0;
+  #diskBytes = 0;
+  /** Rows never handed out have seq > #diskCursor; #diskPending counts them. */
+  #diskCursor = 0;
+  #diskPending = 0;
+  #readAhead: SpillRow[] = [];
+
+  #nextSeq: number;
+  #spilled = 0;
+  #replayed = 0;
+  readonly #recovered: number;
+  readonly #dropped = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<
+    DropReason,
+    number
+  >;
+  #waiters: (() => void)[] = [];
+  #closed: Promise<void> | undefined;
+
+  constructor(options: BufferOptions, deps: BufferDeps) {
+    this.#options = { synchronous: 'normal', ...options };
+    this.#logger = deps.logger.child({ component: 'buffer' });
+    this.#counters = deps.counters ?? noopBufferCounters;
+    this.#now = deps.now ?? Date.now;
+    this.#store = this.#openStore();
+    const totals = this.#store.totals();
+    this.#diskRows = totals.count;
+    this.#diskBytes = totals.bytes;
+    this.#diskPending = totals.count;
+    this.#nextSeq = totals.maxSeq + 1;
+    this.#recovered = totals.count;
+    if (totals.count > 0) {
+      this.#logger.info(
+        { items: totals.count, bytes: totals.bytes },
+        'replaying unacknowledged items from disk',
+      );
+    }
+  }
+
+  /** Adds an item. Never throws for a full buffer: the overflow policy drops and counts. */
+  enqueue(item: BufferItem): void {
+    const bytes = itemBytes(item);
+    if (this.#closed) {
+      this.#drop('closed', 1);
+      return;
+    }
+    // An item the disk cannot hold could never survive a restart, and parked in memory it
+    // would block every later spill.
+    if (bytes > this.#options.maxDiskBytes) {
+      this.#logger.warn({ id: item.id, kind: item.kind, bytes }, 'item larger than the disk cap');
+      this.#drop('too_large', 1);
+      return;
+    }
+    const entry: MemoryItem = {
+      seq: this.#nextSeq++,
+      id: item.id,
+      kind: item.kind,
+      bytes,
+      payload: item.payload,
+    };
+    if (this.#place(entry)) this.#notify();
+  }
+
+  /** Hands out up to `max` items, oldest first; they stay in flight until ack or requeue. */
+  take(max: number): BufferItem[] {
+    const out: BufferItem[] = [];
+    if (this.#closed) return out;
+    while (out.length < max) {
+      const next = this.#next();
+      if (!next) break;
+      const { held } = next;
+      const payload = next.payload ?? this.#readBack(held);
+      if (payload === undefined) continue;
+      this.#inflight.set(held.id, held);
+      out.push({ id: held.id, kind: held.kind, payload });
+    }
+    return out;
+  }
+
+  /** Settles items by id; unknown ids are ignored. Returns how many were settled. */
+  ack(ids: Iterable<string>): number {
+    const diskSeqs: number[] = [];
+    let settled = 0;
+    for (const id of ids) {
+      const held = this.#inflight.get(id);
+      if (!held) continue;
+      this.#inflight.delete(id);
+      settled++;
+      if (held.payload === undefined) {
+        diskSeqs.push(held.seq);
+        this.#forgetDiskRow(held.bytes);
+      } else {
+        this.#memoryBytes -= held.bytes;
+        this.#memoryDepth--;
+      }
+    }
+    if (diskSeqs.length > 0 && !this.#closed) {
+      // A failed delete only means redelivery after a restart (the gateway dedups by id).
+      this.#withDisk(() => this.#store.delete(diskSeqs));
+    }
+    return settled;
+  }
+
+  /** Settles in-flight items without delivery (e.g. attempts exhausted), counted as dropped. */
+  discard(ids: Iterable<string>, reason: DropReason = 'discarded'): number {
+    const settled = this.ack(ids);
+    this.#drop(reason, settled);
+    return settled;
+  }
+
+  /**
+   * Returns in-flight items (all of them, or those listed) to the front of the queue in their
+   * original order: on session loss or a redelivery timeout. Returns how many.
+   */
+  requeue(ids?: Iterable<string>): number {
+    const back: HeldItem[] = [];
+    for (const id of ids ?? [...this.#inflight.keys()]) {
+      const held = this.#inflight.get(id);
+      if (!held) continue;
+      this.#inflight.delete(id);
+      back.push(held);
+    }
+    if (back.length === 0) return 0;
+    this.#returned = [...this.#returned, ...back].sort((a, b) => a.seq - b.seq);
+    this.#notify();
+    return back.length;
+  }
+
+  /** Resolves once at least one item is pending; rejects when `signal` aborts or on close. */
+  waitForItems(signal: AbortSignal): Promise<void> {
+    if (this.#pendingCount() > 0) return Promise.resolve();
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
+    if (this.#closed) return Promise.reject(new Error('buffer is closed'));
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => {
+        this.#waiters = this.#waiters.filter((w) => w !== wake);
+        reject(signal.reason as Error);
+      };
+      const wake = (): void => {
+        signal.removeEventListener('abort', onAbort);
+        if (this.#closed) reject(new Error('buffer is closed'));
+        else resolve();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.push(wake);
+    });
+  }
+
+  stats(): BufferStats {
+    return {
+      memory: { depth: this.#memoryDepth, bytes: this.#memoryBytes },
+      disk: { depth: this.#diskRows, bytes: this.#diskBytes },
+      pending: this.#pendingCount(),
+      inflight: this.#inflight.size,
+      spilled: this.#spilled,
+      replayed: this.#replayed,
+      recovered: this.#recovered,
+      dropped: { ...this.#dropped },
+    };
+  }
+
+  /**
+   * Writes every item held only in memory (pending, returned and in flight) to disk and closes
+   * the database. Idempotent. The disk cap may be exceeded here by at most maxMemoryBytes: a
+   * graceful stop never drops, and the next start trims by the overflow policy if it must.
+   */
+  close(): Promise<void> {
+    this.#closed ??= Promise.resolve().then(() => {
+      const rows: SpillRow[] = [...this.#returned, ...this.#inflight.values()]
+        .filter((h): h is HeldItem & { payload: Uint8Array } => h.payload !== undefined)
+        .map((h) => ({ ...h }));
+      rows.push(...this.#memory.shiftMany(this.#memory.length));
+      try {
+        this.#store.insert(rows);
+        this.#countSpilled(rows.length);
+      } catch (err: unknown) {
+        this.#logger.error({ err, items: rows.length }, 'could not flush memory to disk on close');
+        this.#drop('disk_error', rows.length);
+      }
+      this.#store.close();
+      for (const wake of this.#waiters.splice(0)) wake();
+    });
+    return this.#closed;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  // ---- placement and overflow ----
+
+  /** Puts a new item in memory, spilling the oldest to disk as needed. False if dropped. */
+  #place(entry: MemoryItem): boolean {
+    const { maxMemoryBytes } = this.#options;
+    if (this.#memoryBytes + entry.bytes <= maxMemoryBytes) {
+      this.#pushMemory(entry);
+      return true;
+    }
+    const slack = Math.min(SPILL_SLACK_BYTES, Math.floor(maxMemoryBytes / 4));
+    if (this.#trySpill(entry, slack) || this.#trySpill(entry, 0)) return true;
+    return this.#overflow(entry);
+  }
+
+  /**
+   * Spills the oldest pending memory items until `entry` fits with `slack` to spare; if memory
+   * is still too full (returned and in-flight items are never spilled), the entry itself goes
+   * to disk after them. Does nothing and returns false if disk cannot take it all.
+   */
+  #trySpill(entry: MemoryItem, slack: number): boolean {
+    const excess = this.#memoryBytes + entry.bytes + slack - this.#options.maxMemoryBytes;
+    let count = 0;
+    let bytes = 0;
+    while (bytes < excess) {
+      const next = this.#memory.at(count);
+      if (!next) break;
+      bytes += next.bytes;
+      count++;
+    }
+    const entryToDisk = this.#memoryBytes - bytes + entry.bytes > this.#options.maxMemoryBytes;
+    const needed = bytes + (entryToDisk ? entry.bytes : 0);
+    if (this.#diskBytes + needed > this.#options.maxDiskBytes) return false;
+    const batch: MemoryItem[] = this.#memory.shiftMany(count);
+    this.#memoryBytes -= bytes;
+    this.#memoryDepth -= count;
+    if (entryToDisk) batch.push(entry);
+    else this.#pushMemory(entry);
+    this.#writeRows(batch);
+    return true;
+  }
+
+  /**
+   * Both tiers are full. Frees room by dropping the oldest never-taken items, logs first, then
+   * metrics, then state, but never an item of a more protected kind than `entry`: an incoming
+   * log may only displace logs. Disk rows are older than memory items, so disk goes first
+   * within a kind. If nothing may be dropped, the entry itself is dropped. Always counted.
+   */
+  #overflow(entry: MemoryItem): boolean {
+    for (const kind of ITEM_KINDS.slice(0, rank(entry.kind) + 1)) {
+      const diskShort =
+        this.#diskBytes + this.#minimalSpillBytes(entry) - this.#options.maxDiskBytes;
+      if (diskShort > 0) this.#evictDisk(kind, diskShort);
+      if (this.#trySpill(entry, 0)) return true;
+      const memoryShort = this.#memoryBytes + entry.bytes - this.#options.maxMemoryBytes;
+      this.#evictMemory(kind, memoryShort);
+      if (this.#memoryBytes + entry.bytes <= this.#options.maxMemoryBytes) {
+        this.#pushMemory(entry);
+        return true;
+      }
+    }
+    this.#drop(overflowReason(entry.kind), 1);
+    return false;
+  }
+
+  /** Disk bytes a spill needs for `entry` to fit, with no slack. */
+  #minimalSpillBytes(entry: MemoryItem): number {
+    const excess = this.#memoryBytes + entry.bytes - this.#options.maxMemoryBytes;
+    let bytes = 0;
+    for (let i = 0; bytes < excess; i++) {
+      const next = this.#memory.at(i);
+      if (!next) return bytes + entry.bytes;
+      bytes += next.bytes;
+    }
+    return bytes;
+  }
+
+  #evictDisk(kind: ItemKind, bytes: number): void {
+    const refs =
+      this.#withDisk(() => this.#store.oldestOfKind(kind, this.#diskCursor, bytes)) ?? [];
+    if (refs.length === 0) return;
+    this.#withDisk(() => this.#store.delete(refs.map((r) => r.seq)));
+    for (const ref of refs) this.#forgetDiskRow(ref.bytes);
+    this.#diskPending -= refs.length;
+    this.#readAhead = [];
+    this.#reportOverflow(kind, refs.length, 'disk');
+  }
+
+  #evictMemory(kind: ItemKind, bytes: number): void {
+    const evicted = this.#memory.evictOldest(kind, bytes);
+    if (evicted.length === 0) return;
+    for (const item of evicted) this.#memoryBytes -= item.bytes;
+    this.#memoryDepth -= evicted.length;
+    this.#reportOverflow(kind, evicted.length, 'memory');
+  }
+
+  #reportOverflow(kind: ItemKind, count: number, tier: 'disk' | 'memory'): void {
+    this.#drop(overflowReason(kind), count);
+    // Logs are expected to be shed under pressure; state loss needs a human to look.
+    const level = kind === 'state' ? 'error' : 'warn';
+    this.#logger[level]({ kind, count, tier }, 'buffer full: dropped oldest items');
+  }
+
+  #pushMemory(entry: MemoryItem): void {
+    this.#memory.push(entry);
+    this.#memoryBytes += entry.bytes;
+    this.#memoryDepth++;
+  }
+
+  #writeRows(rows: readonly MemoryItem[]): void {
+    const written = this.#withDisk(() => {
+      this.#store.insert(rows);
+      return true;
+    });
+    if (!written) {
+      this.#drop('disk_error', rows.length);
+      return;
+    }
+    for (const row of rows) this.#diskBytes += row.bytes;
+    this.#diskRows += rows.length;
+    this.#diskPending += rows.length;
+    this.#countSpilled(rows.length);
+  }
+
+  // ---- taking ----
+
+  /** The next item in sequence order, with its payload if it is already at hand. */
+  #next(): { held: HeldItem; payload: Uint8Array | undefined } | undefined {
+    const returned = this.#returned.shift();
+    if (returned) return { held: returned, payload: returned.payload };
+    const row = this.#nextDiskRow();
+    if (row) {
+      // In flight, a disk item keeps only its reference: the row stays until it is acked.
+      const held = {
+        seq: row.seq,
+        id: row.id,
+        kind: row.kind,
+        bytes: row.bytes,
+        payload: undefined,
+      };
+      return { held, payload: row.payload };
+    }
+    const item = this.#memory.shift();
+    return item ? { held: item, payload: item.payload } : undefined;
+  }
+
+  #nextDiskRow(): SpillRow | undefined {
+    if (this.#diskPending === 0) return undefined;
+    if (this.#readAhead.length === 0) {
+      this.#readAhead =
+        this.#withDisk(() => this.#store.readAfter(this.#diskCursor, READ_AHEAD_ROWS)) ?? [];
+    }
+    const row = this.#readAhead.shift();
+    if (!row) {
+      // The count said rows exist but none were found: only a reset disk gets here.
+      this.#diskPending = 0;
+      return undefined;
+    }
+    this.#diskCursor = row.seq;
+    this.#diskPending--;
+    this.#replayed++;
+    this.#counters.replayed(1);
+    return row;
+  }
+
+  /** Reads a returned disk item's payload again; a missing row is counted as dropped. */
+  #readBack(held: HeldItem): Uint8Array | undefined {
+    const payload = this.#withDisk(() => this.#store.readPayload(held.seq));
+    if (payload === undefined) {
+      this.#forgetDiskRow(held.bytes);
+      this.#drop('disk_error', 1);
+    }
+    return payload;
+  }
+
+  #pendingCount(): number {
+    return this.#returned.length + this.#diskPending + this.#memory.length;
+  }
+
+  // ---- disk faults ----
+
+  /**
+   * Runs a disk operation. If SQLite fails (corruption discovered mid-run, file removed, I/O
+   * error), the file is moved aside and a fresh one opened; whatever was only on disk is
+   * counted as dropped (`disk_error`). Returns undefined when the operation failed.
+   */
+  #withDisk<T>(operation: () => T): T | undefined {
+    try {
+      return operation();
+    } catch (err: unknown) {
+      this.#logger.error({ err }, `spill database failed: ${getErrorMessage(err)}`);
+      this.#resetDisk();
+      return undefined;
+    }
+  }
+
+  #resetDisk(): void {
+    try {
+      this.#store.close();
+    } catch {
+      // Closing a broken handle may fail too; the file is moved aside either way.
+    }
+    const lost = this.#diskRows;
+    this.#returned = this.#returned.filter((h) => h.payload !== undefined);
+    for (const [id, held] of this.#inflight) {
+      if (held.payload === undefined) this.#inflight.delete(id);
+    }
+    this.#drop('disk_error', lost);
+    this.#diskRows = 0;
+    this.#diskBytes = 0;
+    this.#diskPending = 0;
+    this.#readAhead = [];
+    this.#store = this.#openStore(true);
+  }
+
+  #openStore(forceMoveAside = false): SpillStore {
+    const { db } = openSpillDatabase(
+      { path: this.#options.path, synchronous: this.#options.synchronous, forceMoveAside },
+      { logger: this.#logger, now: this.#now },
+    );
+    return new SpillStore(db);
+  }
+
+  // ---- accounting ----
+
+  #forgetDiskRow(bytes: number): void {
+    this.#diskRows--;
+    this.#diskBytes -= bytes;
+  }
+
+  #countSpilled(count: number): void {
+    this.#spilled += count;
+    this.#counters.spilled(count);
+  }
+
+  #drop(reason: DropReason, count: number): void {
+    if (count <= 0) return;
+    this.#dropped[reason] += count;
+    this.#counters.dropped(reason, count);
+  }
+
+  #notify(): void {
+    for (const wake of this.#waiters.splice(0)) wake();
+  }
+}

@@ -1,0 +1,89 @@
+import type { Logger } from 'pino';
+
+/**
+ * What an item carries decides what the overflow policy may drop: logs first, then metrics,
+ * state last. The order of this list is that drop order.
+ */
+export const ITEM_KINDS = ['log', 'metric', 'state'] as const;
+export type ItemKind = (typeof ITEM_KINDS)[number];
+
+/** One buffered message: `id` is the AgentMessage.message_id, unique, the target of an Ack. */
+export interface BufferItem {
+  readonly id: string;
+  readonly kind: ItemKind;
+  readonly payload: Uint8Array;
+}
+
+/** Why an item left the buffer without being acknowledged. Every drop is counted. */
+export const DROP_REASONS = [
+  'overflow_log',
+  'overflow_metric',
+  'overflow_state',
+  'too_large',
+  'disk_error',
+  'discarded',
+  'closed',
+] as const;
+export type DropReason = (typeof DROP_REASONS)[number];
+
+/** Typed handles for the buffer's metrics; main.ts binds them to prom-client. */
+export interface BufferCounters {
+  spilled(count: number): void;
+  replayed(count: number): void;
+  dropped(reason: DropReason, count: number): void;
+}
+
+export const noopBufferCounters: BufferCounters = {
+  spilled: () => undefined,
+  replayed: () => undefined,
+  dropped: () => undefined,
+};
+
+export interface TierStats {
+  /** Items whose payload lives in this tier (memory: pending, returned and in flight). */
+  readonly depth: number;
+  readonly bytes: number;
+}
+
+export interface BufferStats {
+  readonly memory: TierStats;
+  /** Rows in the database: pending, returned or in flight. */
+  readonly disk: TierStats;
+  /** Items waiting to be taken. */
+  readonly pending: number;
+  /** Items taken and not yet settled. */
+  readonly inflight: number;
+  /** Items written to disk (spills, large items, and memory flushed by close()). */
+  readonly spilled: number;
+  /** Items read back from disk and handed out. */
+  readonly replayed: number;
+  /** Unacknowledged items found on disk when this instance opened. */
+  readonly recovered: number;
+  readonly dropped: Readonly<Record<DropReason, number>>;
+}
+
+export interface BufferOptions {
+  /** The SQLite file (on the PVC in production). Its directory must exist. */
+  readonly path: string;
+  readonly maxMemoryBytes: number;
+  readonly maxDiskBytes: number;
+  /**
+   * SQLite synchronous mode in WAL. `normal` (default): commits survive a process crash
+   * (SIGKILL, OOM kill) but the last ones may roll back on power loss; `full` fsyncs every
+   * commit.
+   */
+  readonly synchronous?: 'normal' | 'full';
+}
+
+export interface BufferDeps {
+  readonly logger: Logger;
+  readonly counters?: BufferCounters;
+  /** Wall clock for the suffix of a moved-aside database file. */
+  readonly now?: () => number;
+}
+
+/** Accounting size of an item: payload, id and a fixed per-item overhead. */
+export const ITEM_OVERHEAD_BYTES = 32;
+export function itemBytes(item: BufferItem): number {
+  return item.payload.byteLength + item.id.length + ITEM_OVERHEAD_BYTES;
+}
