@@ -1,0 +1,23 @@
+/** One measured figure, printed beside a raw baseline measured in the same run. */
+export interface BenchResult {
+  readonly name: string;
+  readonly itemsPerSecond: number;
+  readonly baselineName: string;
+  readonly baselineItemsPerSecond: number;
+  /** The figure the design promises, if any: the run fails when it is missed. */
+  readonly targetItemsPerSecond?: number;
+}
+
+export interface BenchContext {
+  /** A fresh directory for this case's files, removed afterwards. */
+  readonly dir: string;
+}
+
+/** A benchmark case. New cases are added to the list in run.ts. */
+export interface BenchCase {
+  readonly name: string;
+  run(context: BenchContext): Promise<BenchResult[]>;
+}
+
+/** Items per second of `count` items done in `ms` milliseconds. */
+export const rate = (count: number, ms: number): number => (count * 1000) / Math.max(ms, 1e-3);
