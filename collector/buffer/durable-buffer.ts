@@ -324,10 +324,10 @@ export class DurableBuffer implements AsyncDisposable {
   }
 
   #evictDisk(kind: ItemKind, bytes: number): void {
-    const refs =
-      this.#withDisk(() => this.#store.oldestOfKind(kind, this.#diskCursor, bytes)) ?? [];
-    if (refs.length === 0) return;
-    this.#withDisk(() => this.#store.delete(refs.map((r) => r.seq)));
+    const refs = this.#withDisk(() => this.#store.oldestOfKind(kind, this.#diskCursor, bytes));
+    if (!refs || refs.length === 0) return;
+    // undefined: the disk was reset, and its rows are already counted as disk_error drops.
+    if (this.#withDisk(() => this.#store.delete(refs.map((r) => r.seq))) === undefined) return;
     for (const ref of refs) this.#forgetDiskRow(ref.bytes);
     this.#diskPending -= refs.length;
     this.#readAhead = [];
@@ -413,12 +413,14 @@ export class DurableBuffer implements AsyncDisposable {
 
   /** Reads a returned disk item's payload again; a missing row is counted as dropped. */
   #readBack(held: HeldItem): Uint8Array | undefined {
-    const payload = this.#withDisk(() => this.#store.readPayload(held.seq));
-    if (payload === undefined) {
+    const read = this.#withDisk(() => ({ payload: this.#store.readPayload(held.seq) }));
+    // undefined: the disk was reset, and its rows are already counted as disk_error drops.
+    if (!read) return undefined;
+    if (read.payload === undefined) {
       this.#forgetDiskRow(held.bytes);
       this.#drop('disk_error', 1);
     }
-    return payload;
+    return read.payload;
   }
 
   #pendingCount(): number {
