@@ -2,7 +2,8 @@
 // helm 3.17 validates with gojsonschema ("rbac: Additional property x is not allowed"); helm 3.18+
 // and 4 with santhosh-tekuri/jsonschema ("at '/rbac': additional properties 'x' not allowed").
 // Each refusal must name the key, whichever words the validator uses.
-import { readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -125,55 +126,143 @@ describe.each(HELM_VERSIONS)('chart schema and lint ($label)', ({ binary }) => {
   });
 });
 
-describe('values.schema.chart-only.json', () => {
-  const read = async (name: string) => readFile(join(CHART_DIR, name), 'utf8');
+const CONFIG_SECTIONS = [
+  'agent',
+  'gateway',
+  'collect',
+  'query',
+  'mutate',
+  'exec',
+  'buffer',
+  'observability',
+  'log',
+];
 
+type Schema = Record<string, unknown>;
+
+const readChartFile = async (name: string) => readFile(join(CHART_DIR, name), 'utf8');
+const readJson = async (name: string) => JSON.parse(await readChartFile(name)) as Schema;
+const propertiesOf = (schema: unknown): Record<string, Schema> =>
+  ((schema as Schema | undefined)?.['properties'] ?? {}) as Record<string, Schema>;
+
+describe('values.schema.chart-only.json', () => {
   it('describes exactly the chart-only keys of values.yaml, closed everywhere', async () => {
-    const chartOnly = JSON.parse(await read('values.schema.chart-only.json')) as Record<
-      string,
-      unknown
-    >;
-    const values = parse(await read('values.yaml')) as Record<string, unknown>;
-    const configSections = [
-      'agent',
-      'gateway',
-      'collect',
-      'query',
-      'mutate',
-      'exec',
-      'buffer',
-      'observability',
-      'log',
-    ];
-    expect(Object.keys(chartOnly).sort()).toEqual(
+    const chartOnly = await readJson('values.schema.chart-only.json');
+    const values = parse(await readChartFile('values.yaml')) as Schema;
+    const topLevel = Object.keys(chartOnly).filter((key) => !CONFIG_SECTIONS.includes(key));
+    expect(topLevel.sort()).toEqual(
       Object.keys(values)
-        .filter((key) => !configSections.includes(key))
+        .filter((key) => !CONFIG_SECTIONS.includes(key))
         .sort(),
     );
+    // Inside config sections the chart adds only gateway.host and gateway.port, as bare
+    // "properties" for the generator to merge into the generated section.
+    expect(Object.keys(chartOnly).filter((key) => CONFIG_SECTIONS.includes(key))).toEqual([
+      'gateway',
+    ]);
+    expect(Object.keys(chartOnly['gateway'] as Schema)).toEqual(['properties']);
+    expect(Object.keys(propertiesOf(chartOnly['gateway']))).toEqual(['host', 'port']);
+
     const open: string[] = [];
     const walk = (schema: unknown, path: string) => {
       if (typeof schema !== 'object' || schema === null) return;
-      const node = schema as Record<string, unknown>;
+      const node = schema as Schema;
       if ('properties' in node && node['additionalProperties'] !== false) open.push(path);
       for (const [key, child] of Object.entries(node)) walk(child, `${path}.${key}`);
     };
-    walk(chartOnly, '');
+    for (const key of topLevel) walk(chartOnly[key], key);
     expect(open).toEqual([]);
-    expect((chartOnly['rbac'] as Record<string, unknown>)['additionalProperties']).toBe(false);
+    expect((chartOnly['rbac'] as Schema)['additionalProperties']).toBe(false);
   });
 
   it('is what values.schema.json says about the chart-only keys', async () => {
-    const chartOnly = JSON.parse(await read('values.schema.chart-only.json')) as Record<
-      string,
-      unknown
-    >;
-    const schema = JSON.parse(await read('values.schema.json')) as {
-      additionalProperties: unknown;
-      properties: Record<string, unknown>;
-    };
-    expect(schema.additionalProperties).toBe(false);
+    const chartOnly = await readJson('values.schema.chart-only.json');
+    const schema = await readJson('values.schema.json');
+    expect(schema['additionalProperties']).toBe(false);
+    const properties = propertiesOf(schema);
     for (const [key, part] of Object.entries(chartOnly)) {
-      expect(schema.properties[key], key).toEqual(part);
+      if (CONFIG_SECTIONS.includes(key)) {
+        expect(propertiesOf(properties[key]), key).toMatchObject(propertiesOf(part));
+      } else {
+        expect(properties[key], key).toEqual(part);
+      }
+    }
+  });
+});
+
+describe('config key mapping', () => {
+  /** Every camelCase key outside rule lists and label maps, as dotted paths. */
+  function blockKeys(schema: Schema, path: string, out: string[]): string[] {
+    for (const [key, child] of Object.entries(propertiesOf(schema))) {
+      const childPath = path === '' ? key : `${path}.${key}`;
+      out.push(childPath);
+      if (child['properties'] !== undefined) blockKeys(child, childPath, out);
+    }
+    return out;
+  }
+
+  it('writes 0 at every block-level duration of values.schema.json as the string "0"', async () => {
+    const schema = await readJson('values.schema.json');
+    // A block-level duration: a string with a pattern, or the integer 0 (maximum 0).
+    const durations: string[][] = [];
+    const walk = (node: Schema, path: string[]) => {
+      for (const [key, child] of Object.entries(propertiesOf(node))) {
+        const types = child['type'];
+        if (Array.isArray(types) && types.includes('integer') && child['maximum'] === 0) {
+          durations.push([...path, key]);
+        }
+        if (child['properties'] !== undefined) walk(child, [...path, key]);
+      }
+    };
+    for (const section of CONFIG_SECTIONS) walk(propertiesOf(schema)[section] ?? {}, [section]);
+    expect(durations.length).toBeGreaterThan(0);
+
+    const values: Schema = {};
+    for (const path of durations) {
+      let node = values;
+      for (const key of path.slice(0, -1)) node = (node[key] ??= {}) as Schema;
+      node[path.at(-1)!] = 0;
+    }
+    const helm = join(await buildClusterBinaries(process.env), 'helm');
+    const objects = await render(helm, { values });
+    const data = objects.find((o) => o.kind === 'ConfigMap')?.['data'] as Record<string, string>;
+    const config = parse(data['config.yaml'] ?? '') as Schema;
+    const snake = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    const notQuoted = durations.filter((path) => {
+      let node: unknown = config;
+      for (const key of path) node = (node as Schema | undefined)?.[snake(key)];
+      return node !== '0';
+    });
+    expect(notQuoted.map((path) => path.join('.'))).toEqual([]);
+  });
+
+  it("turns every config key of values.schema.json into the agent's snake_case key", async () => {
+    const schema = await readJson('values.schema.json');
+    const keys = CONFIG_SECTIONS.flatMap((section) =>
+      blockKeys(propertiesOf(schema)[section] ?? {}, section, [section]),
+    ).flatMap((path) => path.split('.').slice(-1));
+    const unique = [...new Set(keys)].sort();
+    // The chart's converter is sprig's snakecase; the agent's keys are camelCase undone.
+    const dir = await mkdtemp(join(tmpdir(), 'kubexa-snake-'));
+    try {
+      await mkdir(join(dir, 'templates'));
+      await writeFile(join(dir, 'Chart.yaml'), 'apiVersion: v2\nname: snake\nversion: 0.0.1\n');
+      await writeFile(
+        join(dir, 'templates', 'keys.yaml'),
+        '# {{ range .Values.keys }}{{ . }}={{ snakecase . }} {{ end }}\n',
+      );
+      await writeFile(join(dir, 'values.yaml'), JSON.stringify({ keys: unique }));
+      const helm = join(await buildClusterBinaries(process.env), 'helm');
+      const out = await runHelm(helm, ['template', 'snake', dir]);
+      const rendered = out
+        .slice(out.lastIndexOf('# ') + 2)
+        .trim()
+        .split(' ');
+      expect(rendered).toEqual(
+        unique.map((key) => `${key}=${key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`),
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
