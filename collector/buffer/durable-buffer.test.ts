@@ -3,7 +3,13 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DurableBuffer } from './durable-buffer.js';
-import { captureLogger, makeItem, makeTempDir, numbers, type TempDir } from './test-support.js';
+import {
+  captureLogger,
+  makeItem,
+  makeTempDir,
+  numbers,
+  type TempDir,
+} from '../../test/helpers/buffer-test-support.js';
 import { itemBytes, type BufferOptions, type DropReason } from './types.js';
 
 const ITEM = itemBytes(makeItem(0)); // accounting size of one 200-byte test item

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { DurableBuffer } from '../../collector/buffer/durable-buffer.js';
-import { makeTempDir, numbers } from '../../collector/buffer/test-support.js';
+import { makeTempDir, numbers } from '../helpers/buffer-test-support.js';
 import type { BufferItem } from '../../collector/buffer/types.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

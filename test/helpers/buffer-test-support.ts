@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
-import type { BufferItem, ItemKind } from './types.js';
+import type { BufferItem, ItemKind } from '../../collector/buffer/types.js';
 
 export interface CapturedLogger {
   readonly logger: Logger;
