@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import nodePlugin from 'eslint-plugin-n';
 import tseslint from 'typescript-eslint';
 
-const appDirs = ['collector', 'executor', 'shared', 'demo-gateway', 'proto'];
+const appDirs = ['collector', 'executor', 'shared', 'demo-gateway', 'proto', 'cli'];
 const appFiles = appDirs.map((dir) => `${dir}/**/*.ts`);
 const mainFiles = appDirs.map((dir) => `${dir}/**/main.ts`);
 

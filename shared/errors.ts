@@ -13,6 +13,37 @@ export class AgentError extends Error {
   }
 }
 
+/** One problem in the agent's configuration: the key it concerns and what to do about it. */
+export interface ConfigIssue {
+  /** Full key path such as `collect.logs.rules[0].tail_lines`; empty for the file as a whole. */
+  readonly path: string;
+  /** What is wrong and how to fix it. Never contains a secret value. */
+  readonly message: string;
+}
+
+/** `path: message`, the one way a config issue is printed. */
+export function formatConfigIssue(issue: ConfigIssue): string {
+  return issue.path === '' ? issue.message : `${issue.path}: ${issue.message}`;
+}
+
+/**
+ * The configuration cannot be used. Carries every issue found in one pass (so an operator fixes
+ * them all in one edit) and the warnings collected on the way, which callers print first.
+ */
+export class ConfigError extends AgentError {
+  readonly issues: readonly ConfigIssue[];
+  readonly warnings: readonly string[];
+
+  constructor(issues: readonly ConfigIssue[], warnings: readonly string[] = []) {
+    const count = issues.length === 1 ? '1 problem' : `${issues.length} problems`;
+    const lines = issues.map((issue) => `\n  - ${formatConfigIssue(issue)}`).join('');
+    super('ERR_CONFIG_INVALID', `invalid configuration (${count}):${lines}`);
+    this.name = 'ConfigError';
+    this.issues = Object.freeze([...issues]);
+    this.warnings = Object.freeze([...warnings]);
+  }
+}
+
 /** Text of any thrown value, without assuming it is an Error. */
 export function getErrorMessage(err: unknown): string {
   if (err instanceof Error) return err.message;

@@ -1,0 +1,530 @@
+// The agent's configuration file: the one definition of its keys (snake_case, as the Go agent
+// spells them, so existing config files keep working), defaults, bounds and cross-field rules.
+// The loader, `config check`, docs/configuration.md and the chart's values.schema.json all
+// derive from this file. Durations are Go duration strings in the file and milliseconds in
+// Config; byte sizes are integers.
+import { z } from 'zod';
+import {
+  byteSize,
+  duration,
+  durationField,
+  flag,
+  integer,
+  labelMap,
+  patternList,
+  patternText,
+  text,
+  textList,
+} from './fields.js';
+import { normalizeConfig } from './normalize.js';
+import {
+  checkExecPod,
+  checkMetricsRules,
+  checkStateRules,
+  checkUniqueIds,
+  isResourceSpelling,
+  NAMESPACE_REQUIRED_MESSAGE,
+  notAResourceMessage,
+  type AddIssue,
+} from './rule-checks.js';
+import { markField } from './schema-markers.js';
+
+const MIB = 1024 * 1024;
+
+/**
+ * Runs a cross-field check as soon as the keys it reads are valid, even when other keys are not,
+ * so one load reports every problem. A key is valid when no issue sits on it, inside it, or on
+ * a parent of it.
+ */
+function whenValid(...paths: readonly (readonly string[])[]): z.core.$ZodSuperRefineParams {
+  // A path ending in '#' asks only that the container itself be readable: issues inside it
+  // (deeper than the '#') do not count.
+  const overlaps = (issuePath: readonly PropertyKey[], path: readonly string[]): boolean => {
+    const shallow = path.at(-1) === '#';
+    const target = shallow ? path.slice(0, -1) : path;
+    if (shallow && issuePath.length > target.length) return false;
+    const length = Math.min(issuePath.length, target.length);
+    return issuePath.slice(0, length).every((segment, index) => segment === target[index]);
+  };
+  return {
+    when: (payload) =>
+      !payload.issues.some((issue) => paths.some((path) => overlaps(issue.path ?? [], path))),
+  };
+}
+
+function adder(ctx: z.RefinementCtx): AddIssue {
+  return (path, message) => {
+    ctx.addIssue({ code: 'custom', path: [...path], message });
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// agent, gateway
+
+/**
+ * The gateway credentials are required of the collector only: the executor reads the same file,
+ * never talks to the gateway, and its container gets no token.
+ */
+interface SchemaOptions {
+  readonly requireGatewayCredentials: boolean;
+}
+
+function notBlankUnless(optional: boolean, message: string) {
+  return z.string().refine((value) => optional || value.trim() !== '', { error: message });
+}
+
+function agentSection({ requireGatewayCredentials }: SchemaOptions) {
+  return z.object({
+    /** Injected through KUBEXA_TENANT_TOKEN; never printed, never a chart value. */
+    tenant_token: markField(
+      notBlankUnless(
+        !requireGatewayCredentials,
+        'must not be empty: set KUBEXA_TENANT_TOKEN (the chart sets it from secret.tenantToken or secret.existingSecret)',
+      ),
+      'secret',
+    ).prefault(''),
+    /** Empty: main.ts generates one per process start, as the Go agent does. */
+    agent_id: text(),
+  });
+}
+
+function gatewaySection({ requireGatewayCredentials }: SchemaOptions) {
+  return z
+    .object({
+      address: notBlankUnless(
+        !requireGatewayCredentials,
+        'must not be empty: write host:port of the Kubexa gateway, e.g. gateway.kubexa.dev:443 (or set KUBEXA_GATEWAY_ADDRESS)',
+      ).prefault(''),
+      tls: flag(true),
+      /** Development only; warned at startup. */
+      insecure_skip_verify: flag(false),
+      ca_cert_path: text(),
+      reconnect_initial_delay: duration('1s', { positive: true }),
+      reconnect_max_delay: duration('15s', { positive: true }),
+      dial_timeout: duration('10s', { positive: true }),
+      handshake_timeout: duration('10s', { positive: true }),
+    })
+    .superRefine(
+      (gateway, ctx) => {
+        if (gateway.reconnect_max_delay < gateway.reconnect_initial_delay) {
+          adder(ctx)(
+            ['reconnect_max_delay'],
+            'must not be shorter than gateway.reconnect_initial_delay',
+          );
+        }
+      },
+      whenValid(['reconnect_initial_delay'], ['reconnect_max_delay']),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// collect.*
+
+const LogRule = z.object({
+  id: text(),
+  namespace: text(),
+  pod_names: textList(),
+  label_selector: text(),
+  field_selector: text(),
+  labels: labelMap(),
+  containers: textList(),
+  /** Unset: collect.logs.follow. */
+  follow: z.boolean().optional(),
+  /** Unset: collect.logs.tail_lines. */
+  tail_lines: z.int().min(0).optional(),
+});
+
+const LogsSection = z
+  .object({
+    enabled: flag(true),
+    tail_lines: integer(100, { min: 0 }),
+    follow: flag(true),
+    /** Empty: no checkpoints (every restart starts from tail_lines). */
+    checkpoint_dir: text(),
+    exclude_namespaces: textList(),
+    /** Empty while enabled: one rule matching every namespace. */
+    rules: z.array(LogRule).default([]),
+  })
+  .superRefine(
+    (logs, ctx) => {
+      if (!logs.enabled) return;
+      const add = adder(ctx);
+      if (logs.checkpoint_dir.split(/[\\/]/).includes('..')) {
+        add(
+          ['checkpoint_dir'],
+          'must not contain ".."; write a plain path such as /var/lib/kubexa/log-checkpoints',
+        );
+      }
+      checkUniqueIds(logs.rules, ['rules'], add);
+    },
+    whenValid(['enabled'], ['checkpoint_dir'], ['rules']),
+  );
+
+const StateRule = z.object({
+  id: text(),
+  namespace: text(),
+  resources: textList(),
+  label_selector: text(),
+  field_selector: text(),
+  /** Unset: collect.state.resync_period. */
+  resync_period: durationField().optional(),
+});
+
+const StateSection = z.object({
+  enabled: flag(true),
+  /** "0" turns the periodic resync off. */
+  resync_period: duration('5m'),
+  /** Strip Secret data/stringData before state leaves the cluster. */
+  redact_secrets: flag(false),
+  /** Empty while enabled: pods, services, secrets, deployments in every namespace. */
+  rules: z.array(StateRule).default([]),
+});
+
+const MetricsRule = z.object({
+  id: text(),
+  namespace: text(),
+  resources: textList(),
+  pod_names: textList(),
+  node_names: textList(),
+  label_selector: text(),
+  field_selector: text(),
+  labels: labelMap(),
+  pod_interval: durationField().optional(),
+  node_interval: durationField().optional(),
+});
+
+const CustomEndpoint = z.object({
+  name: text(),
+  url: markField(z.string(), 'credential-url').default(''),
+  interval: durationField().optional(),
+  extra_labels: labelMap(),
+});
+
+const MetricsSection = z
+  .object({
+    enabled: flag(true),
+    /** "0": 30s. */
+    pod_interval: duration('0'),
+    /** "0": 30s. */
+    node_interval: duration('0'),
+    /** Deprecated (Go agent): with no rules, scrape pods and nodes. */
+    kube_metrics: flag(false),
+    rules: z.array(MetricsRule).default([]),
+    custom_endpoints: z.array(CustomEndpoint).default([]),
+  })
+  .superRefine(
+    (metrics, ctx) => {
+      if (!metrics.enabled) return;
+      const add = adder(ctx);
+      checkMetricsRules(metrics.rules, ['rules'], add);
+      metrics.custom_endpoints.forEach((endpoint, index) => {
+        // The URL is never quoted back: it may carry credentials.
+        if (!URL.canParse(endpoint.url) || !/^https?:/i.test(endpoint.url)) {
+          add(['custom_endpoints', index, 'url'], 'must be an http:// or https:// URL');
+        }
+      });
+    },
+    whenValid(['enabled'], ['rules'], ['custom_endpoints']),
+  );
+
+const EventsSection = z.object({
+  enabled: flag(true),
+  /** The cluster's Event objects (kubectl get events). */
+  kubernetes_events: flag(true),
+  /** Pod transitions the agent derives: OOMKilled, CrashLoopBackOff, Evicted, ImagePullBackOff. */
+  pod_lifecycle: flag(true),
+  exclude_namespaces: textList(),
+});
+
+const CollectSection = z.object({
+  logs: LogsSection.prefault({}),
+  state: StateSection.prefault({}),
+  metrics: MetricsSection.prefault({}),
+  events: EventsSection.prefault({}),
+});
+
+// ---------------------------------------------------------------------------------------------
+// query, mutate, exec
+
+const QUERY_VERB_RE = /^\s*([Ll][Ii][Ss][Tt]|[Gg][Ee][Tt])\s*$/;
+/** A bare (optionally padded) "*", or an entry with no "*" at all. */
+const QUERY_RESOURCE_RE = /^(\s*\*\s*|[^*]*)$/;
+
+const QueryRule = z.object({
+  id: text(),
+  /** Empty: every namespace. */
+  namespace: patternText().default(''),
+  resources: z
+    .array(
+      z
+        .string()
+        .regex(QUERY_RESOURCE_RE, {
+          error: (issue) =>
+            `"${String(issue.input)}" is a partial wildcard; only the bare "*" is a wildcard in query.rules`,
+        })
+        .refine(isResourceSpelling, { error: (issue) => notAResourceMessage(String(issue.input)) }),
+    )
+    .min(1, 'list at least one resource, e.g. [pods] ("*" for every resource)')
+    .prefault([]),
+  /** Empty: every name. */
+  names: patternList(),
+  /** Empty: list and get. */
+  verbs: z
+    .array(
+      z.string().regex(QUERY_VERB_RE, {
+        error: (issue) => `"${String(issue.input)}" is not a query verb; use list or get`,
+      }),
+    )
+    .default([]),
+  label_selector: text(),
+  field_selector: text(),
+});
+
+/** Every field optional: an unset field inherits from collect.state (see normalize.ts). */
+const QuerySection = z
+  .object({
+    enabled: z.boolean().optional(),
+    redact_secrets: z.boolean().optional(),
+    rules: z.array(QueryRule).optional(),
+  })
+  .superRefine(
+    (query, ctx) => {
+      checkUniqueIds(query.rules ?? [], ['rules'], adder(ctx));
+    },
+    whenValid(['rules']),
+  );
+
+export const MUTATE_VERBS = ['create', 'patch', 'update', 'delete', 'scale'] as const;
+export const NODE_JOB_VERBS = ['cordon', 'uncordon', 'drain'] as const;
+
+const MutateRule = z.object({
+  id: text(),
+  /** Required: "*" for every namespace. */
+  namespace: patternText()
+    .refine((value) => value.trim() !== '', { error: NAMESPACE_REQUIRED_MESSAGE })
+    .prefault(''),
+  resources: z
+    .array(
+      z
+        .string()
+        .regex(/^[^*]*$/, {
+          error: (issue) =>
+            `"${String(issue.input)}" is a wildcard, and mutate.rules refuse every wildcard form ("*", "apps/v1/*", "*/scale", "deploy*"); name each resource, e.g. deployments`,
+        })
+        .refine(isResourceSpelling, { error: (issue) => notAResourceMessage(String(issue.input)) }),
+    )
+    .min(1, 'list at least one resource, e.g. [deployments]')
+    .prefault([]),
+  /** Empty: every name. */
+  names: patternList(),
+  verbs: z
+    .array(z.enum(MUTATE_VERBS))
+    .min(1, 'list the operations to allow, e.g. [scale, patch] (an empty list grants nothing)')
+    .prefault([]),
+});
+
+const MutateNodeSection = z
+  .object({
+    enabled: flag(false),
+    /** Node name patterns; an empty list matches no node. */
+    nodes: patternList(),
+    /** Which jobs may run; empty grants nothing and is refused while enabled. */
+    verbs: z.array(z.enum(NODE_JOB_VERBS)).default([]),
+    /** Upper bound of a drain's timeout. */
+    max_timeout_sec: integer(3600, { min: 30, max: 86_400 }),
+  })
+  .superRefine(
+    (node, ctx) => {
+      if (node.enabled && node.verbs.length === 0) {
+        adder(ctx)(
+          ['verbs'],
+          'list the node jobs to allow, a subset of [cordon, uncordon, drain] (an empty list grants nothing)',
+        );
+      }
+    },
+    whenValid(['enabled'], ['verbs']),
+  );
+
+/** mutate.rules are checked whether enabled or not: a wildcard write rule is never valid. */
+const MutateSection = z
+  .object({
+    enabled: flag(false),
+    rules: z.array(MutateRule).default([]),
+    node: MutateNodeSection.prefault({}),
+  })
+  .superRefine(
+    (mutate, ctx) => {
+      checkUniqueIds(mutate.rules, ['rules'], adder(ctx));
+    },
+    whenValid(['rules']),
+  );
+
+const ExecPodRule = z.object({
+  id: text(),
+  /** Required: "*" for every namespace. */
+  namespace: text(),
+  /** Empty: every pod in the namespace. */
+  names: textList(),
+  /** Empty: every container of the pod. */
+  containers: textList(),
+});
+
+/** Bounds are checked at the root: they are errors only while a console is enabled. */
+const ExecPodSection = z.object({
+  enabled: flag(false),
+  rules: z.array(ExecPodRule).default([]),
+  default_shell: text('/bin/sh'),
+  /** [10, 86400]. */
+  max_session_sec: integer(3600),
+  /** [1, 64]; shared by pod and node consoles. */
+  max_sessions: integer(4),
+  /** 0 = 60, negative = no resume, at most 600; also the node consoles' window. */
+  resume_window_sec: integer(0),
+});
+
+const ExecNodeSection = z
+  .object({
+    enabled: flag(false),
+    /** No default on purpose: any image with sleep and nsenter. Required while enabled. */
+    image: text(),
+    /** Empty: the agent's own namespace. */
+    namespace: text(),
+    /** How long the helper Pod may take to become ready, image pull included. */
+    helper_ready_timeout_sec: integer(120, { min: 1, max: 3600 }),
+    max_session_sec: integer(3600, { min: 10, max: 86_400 }),
+  })
+  .superRefine(
+    (node, ctx) => {
+      if (!node.enabled || node.image.trim() !== '') return;
+      adder(ctx)(
+        ['image'],
+        'is required while exec.node is enabled: any image with sleep and nsenter',
+      );
+    },
+    whenValid(['enabled'], ['image']),
+  )
+  .superRefine(
+    (node, ctx) => {
+      if (!node.enabled || node.max_session_sec >= node.helper_ready_timeout_sec) return;
+      adder(ctx)(
+        ['max_session_sec'],
+        `must be at least exec.node.helper_ready_timeout_sec (${node.helper_ready_timeout_sec}): the session clock includes the helper wait`,
+      );
+    },
+    whenValid(['enabled'], ['max_session_sec'], ['helper_ready_timeout_sec']),
+  );
+
+const ExecSection = z.object({
+  pod: ExecPodSection.prefault({}),
+  node: ExecNodeSection.prefault({}),
+});
+
+// ---------------------------------------------------------------------------------------------
+// buffer, observability, log
+
+const BufferSection = z.object({
+  max_memory_bytes: byteSize(64 * MIB, 1),
+  /** Empty: memory only. */
+  spill_dir: text(),
+  max_disk_bytes: byteSize(512 * MIB, 0),
+  batch_size: integer(100, { min: 1 }),
+  flush_interval: duration('1s', { positive: true }),
+});
+
+const ObservabilitySection = z.object({
+  metrics_addr: text(':9090'),
+  health_addr: text(':8080'),
+  /** Empty: no pprof listener. */
+  pprof_addr: text(),
+});
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+
+const LogSection = z.object({
+  level: z.enum(LOG_LEVELS).default('info'),
+  format: z.enum(['json', 'console']).default('json'),
+});
+
+// ---------------------------------------------------------------------------------------------
+// root
+
+function configObjectSchema(options: SchemaOptions) {
+  return (
+    z
+      .object({
+        agent: agentSection(options).prefault({}),
+        gateway: gatewaySection(options).prefault({}),
+        collect: CollectSection.prefault({}),
+        query: QuerySection.prefault({}),
+        mutate: MutateSection.prefault({}),
+        exec: ExecSection.prefault({}),
+        buffer: BufferSection.prefault({}),
+        observability: ObservabilitySection.prefault({}),
+        log: LogSection.prefault({}),
+      })
+      // Cross-section rules run as soon as the sections they read are valid, so one pass reports
+      // them alongside type errors elsewhere.
+      .superRefine(
+        ({ collect }, ctx) => {
+          const { logs, state, metrics, events } = collect;
+          if (!logs.enabled && !state.enabled && !metrics.enabled && !events.enabled) {
+            adder(ctx)(
+              ['collect'],
+              'enable at least one of collect.logs, collect.state, collect.metrics, collect.events',
+            );
+          }
+        },
+        whenValid(
+          ['collect', 'logs', 'enabled'],
+          ['collect', 'state', 'enabled'],
+          ['collect', 'metrics', 'enabled'],
+          ['collect', 'events', 'enabled'],
+        ),
+      )
+      .superRefine(
+        ({ collect, query }, ctx) => {
+          // query.rules inherits collect.state.rules when empty, so they are checked then too.
+          const queryInherits = (query.rules ?? []).length === 0;
+          if (collect.state.enabled || queryInherits) {
+            checkStateRules(collect.state.rules, ['collect', 'state', 'rules'], adder(ctx));
+          }
+        },
+        // Only whether query.rules is empty matters here, so problems inside its entries do not
+        // hold this check back.
+        whenValid(
+          ['collect', 'state', 'enabled'],
+          ['collect', 'state', 'rules'],
+          ['query', 'rules', '#'],
+        ),
+      )
+      .superRefine(
+        ({ exec }, ctx) => {
+          if (!exec.pod.enabled && !exec.node.enabled) return; // warnings only: see configWarnings
+          const why = exec.pod.enabled
+            ? ''
+            : " (exec.node is enabled, and node consoles share exec.pod's session settings)";
+          const add = adder(ctx);
+          checkExecPod(exec.pod, ['exec', 'pod'], (path, message) => {
+            add(path, message + why);
+          });
+        },
+        whenValid(['exec', 'pod'], ['exec', 'node', 'enabled']),
+      )
+  );
+}
+
+/** The file as zod reads it, before defaults that depend on other keys are resolved. */
+export type RawConfig = z.output<ReturnType<typeof configObjectSchema>>;
+
+/** The config file schema (as the collector reads it): YAML-decoded data in, Config out. */
+export const ConfigSchema = configObjectSchema({ requireGatewayCredentials: true }).transform(
+  normalizeConfig,
+);
+
+/** The same schema without the gateway credentials required, for the executor. */
+export const ExecutorConfigSchema = configObjectSchema({
+  requireGatewayCredentials: false,
+}).transform(normalizeConfig);
+
+/** The agent's configuration: durations in milliseconds, inherited fields resolved. */
+export type Config = z.output<typeof ConfigSchema>;

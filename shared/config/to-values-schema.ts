@@ -1,0 +1,206 @@
+// The Helm chart's values.schema.json, derived from the config schema so chart values and agent
+// config cannot drift, and the mapping from chart values back to the config file.
+//
+// Mapping between chart values and the config file (what the chart's ConfigMap template does):
+//   - Every key outside a rule list is the camelCase form of the config key:
+//     collect.logs.tail_lines <-> collect.logs.tailLines, buffer.max_memory_bytes <->
+//     buffer.maxMemoryBytes, exec.pod.resume_window_sec <-> exec.pod.resumeWindowSec.
+//   - A list whose entries are objects is a rule list (collect.logs.rules, collect.state.rules,
+//     collect.metrics.rules, collect.metrics.customEndpoints, query.rules, mutate.rules,
+//     exec.pod.rules): the list's own key is camelCase, but its entries are copied verbatim, so
+//     keys inside an entry stay snake_case (pod_names, label_selector), as the seed documents.
+//   - A duration outside a rule list may be given as the number 0 (helm --set turns "0" into a
+//     number); the chart writes it quoted, so the agent reads the string "0". Any other number is
+//     refused by the schema. Inside a rule list nothing is quoted, so only strings are accepted.
+//   - Secrets (agent.tenant_token) are not chart values at all: the token reaches the agent from
+//     a Secret through KUBEXA_TENANT_TOKEN.
+//   - Chart-only keys (image, rbac, secret, gateway.host, ...) are supplied by the chart and are
+//     not part of the config; valuesToConfig ignores them.
+import { z } from 'zod';
+import { NON_NEGATIVE_DURATION_PATTERN } from './duration.js';
+import { ConfigSchema } from './schema.js';
+import { describeSchema, isPlainObject, type AnySchema } from './schema-walk.js';
+
+/** A JSON Schema (draft-07) object. */
+export type JsonSchema = Record<string, unknown>;
+
+const DRAFT_07 = 'http://json-schema.org/draft-07/schema#';
+/** Types a free-form string position accepts: a YAML number there is read as its text. */
+const SCALAR_TYPES = ['string', 'number', 'boolean'];
+
+/** `tail_lines` -> `tailLines`. */
+export function toCamelCase(key: string): string {
+  return key.replace(/_([a-z0-9])/g, (_match, letter: string) => letter.toUpperCase());
+}
+
+function isSecret(schema: AnySchema): boolean {
+  const node = describeSchema(schema);
+  return node.kind === 'string' && node.mark === 'secret';
+}
+
+/** `json` that also accepts null (a blank entry or field, which the agent reads as unset). */
+function nullable(json: JsonSchema): JsonSchema {
+  const type = json['type'];
+  const types = Array.isArray(type) ? [...(type as unknown[])] : type === undefined ? [] : [type];
+  const out: JsonSchema = { ...json };
+  if (types.length > 0 && !types.includes('null')) out['type'] = [...types, 'null'];
+  const values = json['enum'];
+  if (Array.isArray(values) && !values.includes(null))
+    out['enum'] = [...(values as unknown[]), null];
+  return out;
+}
+
+/** zod's own JSON Schema for a scalar, without the noise of the safe-integer bounds. */
+function scalarJson(schema: AnySchema): JsonSchema {
+  const json: JsonSchema = z.toJSONSchema(schema, {
+    target: 'draft-07',
+    io: 'input',
+    unrepresentable: 'any',
+  });
+  delete json['$schema'];
+  if (json['minimum'] === Number.MIN_SAFE_INTEGER) delete json['minimum'];
+  if (json['maximum'] === Number.MAX_SAFE_INTEGER) delete json['maximum'];
+  return json;
+}
+
+function objectJson(shape: Readonly<Record<string, AnySchema>>, inRuleList: boolean): JsonSchema {
+  const properties: Record<string, JsonSchema> = {};
+  for (const [key, child] of Object.entries(shape)) {
+    if (isSecret(child)) continue;
+    properties[inRuleList ? key : toCamelCase(key)] = toJson(child, inRuleList);
+  }
+  return {
+    type: inRuleList ? ['object', 'null'] : 'object',
+    additionalProperties: false,
+    properties,
+  };
+}
+
+function durationJson(inRuleList: boolean): JsonSchema {
+  return inRuleList
+    ? { type: ['string', 'null'], pattern: NON_NEGATIVE_DURATION_PATTERN }
+    : // Integer 0 passes the bounds (the chart quotes it); any other number fails "maximum".
+      {
+        type: ['string', 'integer'],
+        pattern: NON_NEGATIVE_DURATION_PATTERN,
+        minimum: 0,
+        maximum: 0,
+      };
+}
+
+/** The schema of one position; inside a rule list a blank (null) is accepted everywhere. */
+function toJson(schema: AnySchema, inRuleList: boolean): JsonSchema {
+  const node = describeSchema(schema);
+  let json: JsonSchema;
+  switch (node.kind) {
+    case 'object':
+      return objectJson(node.shape, inRuleList);
+    case 'duration':
+      return durationJson(inRuleList);
+    case 'array': {
+      const isRuleList = inRuleList || describeSchema(node.element).kind === 'object';
+      json = { type: 'array', items: nullable(toJson(node.element, isRuleList)) };
+      break;
+    }
+    case 'record':
+      json = { type: 'object', additionalProperties: nullable(toJson(node.value, inRuleList)) };
+      break;
+    case 'string':
+      json = { ...scalarJson(node.schema), type: SCALAR_TYPES };
+      break;
+    case 'leaf':
+      json = scalarJson(node.schema);
+      break;
+  }
+  return inRuleList ? nullable(json) : json;
+}
+
+function mergeChartOnly(
+  properties: Record<string, JsonSchema>,
+  chartOnly: Readonly<Record<string, JsonSchema>>,
+): Record<string, JsonSchema> {
+  const merged = { ...properties };
+  for (const [key, extra] of Object.entries(chartOnly)) {
+    const generated = merged[key];
+    if (generated === undefined) {
+      merged[key] = extra;
+      continue;
+    }
+    // A config block may carry chart-only keys too (gateway.host, gateway.port).
+    const extraProperties = extra['properties'];
+    const generatedProperties = generated['properties'];
+    if (!isPlainObject(extraProperties) || !isPlainObject(generatedProperties)) {
+      throw new Error(
+        `chart-only property "${key}" collides with a config section; give it only "properties" to add keys to that section`,
+      );
+    }
+    for (const inner of Object.keys(extraProperties)) {
+      if (Object.hasOwn(generatedProperties, inner)) {
+        throw new Error(`chart-only property "${key}.${inner}" is already a config key`);
+      }
+    }
+    merged[key] = { ...generated, properties: { ...generatedProperties, ...extraProperties } };
+  }
+  return merged;
+}
+
+/**
+ * The chart's values.schema.json: config keys (camelCase, rule lists verbatim) plus the chart's
+ * own keys, closed (additionalProperties: false) at every level. `chartOnlyProperties` are JSON
+ * Schema properties keyed by top-level value name; one named like a config section (gateway)
+ * adds its `properties` to that section.
+ */
+export function valuesSchemaForConfig(
+  chartOnlyProperties: Readonly<Record<string, JsonSchema>>,
+): JsonSchema {
+  const config = toJson(ConfigSchema, false);
+  const properties = config['properties'] as Record<string, JsonSchema>;
+  return {
+    $schema: DRAFT_07,
+    title: 'kubexa-agent chart values (generated from shared/config/schema.ts; do not edit)',
+    type: 'object',
+    additionalProperties: false,
+    properties: mergeChartOnly(properties, chartOnlyProperties),
+  };
+}
+
+function objectFromValues(
+  value: Record<string, unknown>,
+  shape: Readonly<Record<string, AnySchema>>,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, child] of Object.entries(shape)) {
+    const given = value[toCamelCase(key)];
+    if (given === undefined || given === null || isSecret(child)) continue;
+    out[key] = fromValues(given, child);
+  }
+  return out;
+}
+
+function fromValues(value: unknown, schema: AnySchema): unknown {
+  const node = describeSchema(schema);
+  switch (node.kind) {
+    case 'object':
+      return isPlainObject(value) ? objectFromValues(value, node.shape) : value;
+    case 'array':
+    case 'record':
+      // Rule lists and label maps pass through verbatim.
+      return structuredClone(value);
+    case 'duration':
+      return typeof value === 'number' ? String(value) : value;
+    case 'string':
+      return typeof value === 'number' || typeof value === 'boolean' ? String(value) : value;
+    case 'leaf':
+      return value;
+  }
+}
+
+/**
+ * The config file the chart should render for `values` (camelCase chart values), before the
+ * chart's own derivations (gateway.address from gateway.host/port) and without the token, which
+ * travels by env. Compare by loading both through loadConfig.
+ */
+export function valuesToConfig(values: unknown): Record<string, unknown> {
+  const config = fromValues(values, ConfigSchema);
+  return isPlainObject(config) ? config : {};
+}
