@@ -4,6 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildClusterBinaries } from '../cluster/cluster.js';
 import {
+  CHART_DIR,
   findOne,
   GATE_MATRIX,
   grants,
@@ -12,6 +13,7 @@ import {
   renderError,
   renderText,
   rulesOf,
+  runHelm,
   type KubeObject,
   type Values,
 } from './helm.js';
@@ -519,5 +521,36 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
         }),
       ).toContain('serviceMonitor.enabled needs service.enabled');
     });
+  });
+});
+
+describe('NOTES.txt (helm 4.1 client dry-run)', () => {
+  const notes = async (args: readonly string[]) => {
+    const helm = join(await buildClusterBinaries(process.env), 'helm');
+    const out = await runHelm(helm, [
+      'install',
+      'kubexa-agent',
+      CHART_DIR,
+      '--dry-run=client',
+      '--namespace',
+      'kubexa',
+      '--set',
+      'secret.tenantToken=t',
+      ...args,
+    ]);
+    return out.slice(out.indexOf('NOTES:'));
+  };
+
+  it('says the executor is not deployed with every gate off', async () => {
+    const text = await notes([]);
+    expect(text).toContain('Gateway: gateway.kubexa.dev:443 (tls: true)');
+    expect(text).toContain('executor   not deployed');
+  });
+
+  it('lists each gate that is on, with its config switch', async () => {
+    const text = await notes(['--set', 'rbac.nodeOps=true', '--set', 'mutate.node.enabled=true']);
+    expect(text).toContain('ServiceAccount kubexa-agent-executor');
+    expect(text).toContain('mutate.node.enabled=true');
+    expect(text).not.toContain('rbac.exec ');
   });
 });
