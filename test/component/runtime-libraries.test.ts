@@ -39,7 +39,8 @@ describe('runtime libraries', () => {
     app.get('/ping', () => ({ pong: true }));
     await app.listen({ host: '127.0.0.1', port: 0 });
     try {
-      const address = app.addresses()[0]!;
+      const address = app.server.address();
+      if (address === null || typeof address === 'string') throw new Error('not a TCP address');
       const response = await fetch(`http://127.0.0.1:${String(address.port)}/ping`);
       expect(await response.json()).toEqual({ pong: true });
     } finally {
