@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import type { BufferStats } from './buffer/types.js';
+import { createCollectorMetrics, type ConnectionState } from './metrics.js';
+
+function stats(overrides: Partial<BufferStats>): BufferStats {
+  return {
+    memory: { depth: 0, bytes: 0 },
+    disk: { depth: 0, bytes: 0 },
+    pending: 0,
+    inflight: 0,
+    spilled: 0,
+    replayed: 0,
+    recovered: 0,
+    dropped: {
+      overflow_log: 0,
+      overflow_metric: 0,
+      overflow_state: 0,
+      too_large: 0,
+      disk_error: 0,
+      discarded: 0,
+      closed: 0,
+    },
+    ...overrides,
+  };
+}
+
+describe('collector metrics', () => {
+  it('reads live values at scrape time and counts drops by reason', async () => {
+    let state: ConnectionState = 'connecting';
+    let current = stats({});
+    const metrics = createCollectorMetrics(
+      {
+        bufferStats: () => current,
+        connectionState: () => state,
+        lastHeartbeatAt: () => 10_000,
+        now: () => 12_500,
+      },
+      { version: '0.1.0', clusterId: 'c-1', agentId: 'a-1' },
+    );
+    current = stats({
+      memory: { depth: 3, bytes: 600 },
+      disk: { depth: 7, bytes: 1400 },
+      inflight: 2,
+    });
+    state = 'connected';
+    metrics.recordDrop('overflow_log', 4);
+    metrics.sent.inc(5);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('kubexa_collector_buffer_items{tier="memory"} 3');
+    expect(text).toContain('kubexa_collector_buffer_items{tier="disk"} 7');
+    expect(text).toContain('kubexa_collector_buffer_bytes{tier="disk"} 1400');
+    expect(text).toContain('kubexa_collector_inflight_items 2');
+    expect(text).toContain('kubexa_collector_gateway_connection_state{state="connected"} 1');
+    expect(text).toContain('kubexa_collector_gateway_connection_state{state="connecting"} 0');
+    expect(text).toContain('kubexa_collector_heartbeat_age_seconds 2.5');
+    expect(text).toContain('kubexa_collector_buffer_dropped_items_total{reason="overflow_log"} 4');
+    expect(text).toContain('kubexa_collector_gateway_sent_items_total 5');
+    expect(text).toContain(
+      'kubexa_collector_info{version="0.1.0",cluster_id="c-1",agent_id="a-1"} 1',
+    );
+    expect(text).toContain('kubexa_collector_process_resident_memory_bytes');
+  });
+});

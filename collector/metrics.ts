@@ -1,0 +1,134 @@
+// Every metric the collector exports, defined in one file on one registry per process, so an
+// unused or duplicate metric is visible here. Names: kubexa_collector_<subject>_<unit>.
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import type { BufferStats, DropReason } from './buffer/types.js';
+
+/** Gateway connection states, exported as one gauge per state (1 for the current one). */
+export const CONNECTION_STATES = ['connecting', 'connected', 'backoff', 'stopped'] as const;
+export type ConnectionState = (typeof CONNECTION_STATES)[number];
+
+/** Live values the gauges read at scrape time, so they can never go stale. */
+export interface CollectorMetricSources {
+  bufferStats(): BufferStats;
+  connectionState(): ConnectionState;
+  /** Unix milliseconds of the last heartbeat sent, or undefined before the first. */
+  lastHeartbeatAt(): number | undefined;
+  now(): number;
+}
+
+export interface CollectorMetrics {
+  readonly registry: Registry;
+  readonly spilled: Counter;
+  readonly replayed: Counter;
+  readonly dropped: Counter<'reason'>;
+  readonly reconnects: Counter;
+  readonly sent: Counter;
+  readonly acked: Counter;
+  /** Bound into the buffer's counters interface. */
+  recordDrop(reason: DropReason, count: number): void;
+}
+
+export function createCollectorMetrics(
+  sources: CollectorMetricSources,
+  labels: { version: string; clusterId: string; agentId: string },
+): CollectorMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'kubexa_collector_' });
+  const registers = [registry];
+
+  new Gauge({
+    name: 'kubexa_collector_info',
+    help: 'Build and identity of this collector; always 1.',
+    labelNames: ['version', 'cluster_id', 'agent_id'],
+    registers,
+  }).set({ version: labels.version, cluster_id: labels.clusterId, agent_id: labels.agentId }, 1);
+
+  new Gauge({
+    name: 'kubexa_collector_buffer_items',
+    help: 'Items held by the buffer, per tier (memory includes in-flight items read from memory).',
+    labelNames: ['tier'],
+    registers,
+    collect() {
+      const stats = sources.bufferStats();
+      this.set({ tier: 'memory' }, stats.memory.depth);
+      this.set({ tier: 'disk' }, stats.disk.depth);
+    },
+  });
+  new Gauge({
+    name: 'kubexa_collector_buffer_bytes',
+    help: 'Payload bytes held by the buffer, per tier.',
+    labelNames: ['tier'],
+    registers,
+    collect() {
+      const stats = sources.bufferStats();
+      this.set({ tier: 'memory' }, stats.memory.bytes);
+      this.set({ tier: 'disk' }, stats.disk.bytes);
+    },
+  });
+  new Gauge({
+    name: 'kubexa_collector_inflight_items',
+    help: 'Items sent to the gateway and not yet settled.',
+    registers,
+    collect() {
+      this.set(sources.bufferStats().inflight);
+    },
+  });
+  new Gauge({
+    name: 'kubexa_collector_gateway_connection_state',
+    help: 'Gateway stream state: 1 for the current state, 0 for the others.',
+    labelNames: ['state'],
+    registers,
+    collect() {
+      const current = sources.connectionState();
+      for (const state of CONNECTION_STATES) this.set({ state }, state === current ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'kubexa_collector_heartbeat_age_seconds',
+    help: 'Seconds since the last heartbeat was sent; -1 before the first.',
+    registers,
+    collect() {
+      const last = sources.lastHeartbeatAt();
+      this.set(last === undefined ? -1 : (sources.now() - last) / 1000);
+    },
+  });
+
+  const dropped = new Counter({
+    name: 'kubexa_collector_buffer_dropped_items_total',
+    help: 'Items that left the buffer without delivery, by reason.',
+    labelNames: ['reason'],
+    registers,
+  });
+  return {
+    registry,
+    spilled: new Counter({
+      name: 'kubexa_collector_buffer_spilled_items_total',
+      help: 'Items written from memory to the disk tier.',
+      registers,
+    }),
+    replayed: new Counter({
+      name: 'kubexa_collector_buffer_replayed_items_total',
+      help: 'Items read back from the disk tier and handed to the gateway stream.',
+      registers,
+    }),
+    dropped,
+    reconnects: new Counter({
+      name: 'kubexa_collector_gateway_reconnects_total',
+      help: 'Gateway stream reconnect attempts.',
+      registers,
+    }),
+    sent: new Counter({
+      name: 'kubexa_collector_gateway_sent_items_total',
+      help: 'Items written to the gateway stream.',
+      registers,
+    }),
+    acked: new Counter({
+      name: 'kubexa_collector_gateway_acked_items_total',
+      help: 'Items the gateway acknowledged.',
+      registers,
+    }),
+    recordDrop(reason, count) {
+      dropped.inc({ reason }, count);
+    },
+  };
+}
