@@ -1,0 +1,155 @@
+import { readFile } from 'node:fs/promises';
+import {
+  type ChannelCredentials,
+  type ChannelOptions,
+  type Client,
+  type ClientDuplexStream,
+  connectivityState,
+  credentials,
+  makeGenericClientConstructor,
+  type Metadata,
+  type ServiceDefinition,
+} from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { AgentServiceService, type GatewayMessage } from '../../proto/index.js';
+
+/** How to reach the gateway. Mirrors the `gateway.*` config keys. */
+export interface DialOptions {
+  /** host:port. */
+  readonly address: string;
+  /** false: plaintext (development only). */
+  readonly tls: boolean;
+  /** PEM bundle trusted in addition to nothing else: when set, replaces the system roots. */
+  readonly caCertPath?: string;
+  /** Accept any server certificate. For internal CAs during setup only; logged loudly. */
+  readonly insecureSkipVerify?: boolean;
+  readonly dialTimeoutMs: number;
+  /** Interval of HTTP/2 keepalive pings; detects dead NAT and load balancer paths. */
+  readonly keepaliveTimeMs?: number;
+  readonly keepaliveTimeoutMs?: number;
+}
+
+/** 30 s: short enough for idle NAT tables, long enough for a grpc-go gateway's ping policy. */
+export const DEFAULT_KEEPALIVE_TIME_MS = 30_000;
+export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;
+/** Queries and config from the gateway are small; 16 MiB leaves room without inviting abuse. */
+const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
+
+/** The Connect call as the stream uses it: encoded AgentMessages out, GatewayMessages in. */
+export type ConnectCall = ClientDuplexStream<Uint8Array, GatewayMessage>;
+
+export interface AgentClient extends Client {
+  connect(metadata: Metadata): ConnectCall;
+}
+
+/**
+ * Buffered items are already encoded AgentMessages, so the client writes bytes as they are
+ * instead of decoding and re-encoding every item.
+ */
+const passThroughDefinition = {
+  connect: {
+    ...AgentServiceService.connect,
+    requestSerialize: (bytes: Uint8Array): Buffer =>
+      Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+  },
+} satisfies ServiceDefinition;
+
+const AgentClientConstructor = makeGenericClientConstructor(
+  passThroughDefinition,
+  'agent.v1.AgentService',
+) as unknown as new (
+  address: string,
+  credentials: ChannelCredentials,
+  options: ChannelOptions,
+) => AgentClient;
+
+/** Channel credentials for the options; warns loudly when verification is switched off. */
+export async function createCredentials(
+  options: DialOptions,
+  logger: Logger,
+): Promise<ChannelCredentials> {
+  if (!options.tls) {
+    logger.warn(
+      { address: options.address },
+      'gateway connection is plaintext (gateway.tls=false)',
+    );
+    return credentials.createInsecure();
+  }
+  const rootCerts =
+    options.caCertPath === undefined || options.caCertPath === ''
+      ? null
+      : await readFile(options.caCertPath);
+  if (options.insecureSkipVerify === true) {
+    logger.error(
+      { address: options.address },
+      'TLS certificate verification of the gateway is OFF (gateway.insecure_skip_verify=true): anyone on the network path can impersonate the gateway and read the tenant token; set gateway.ca_cert_path instead',
+    );
+    return credentials.createSsl(rootCerts, null, null, {
+      rejectUnauthorized: false,
+      checkServerIdentity: () => undefined,
+    });
+  }
+  return credentials.createSsl(rootCerts);
+}
+
+/** A fresh channel per connection attempt, so grpc-js's own reconnect loop never runs. */
+export function createAgentClient(options: DialOptions, creds: ChannelCredentials): AgentClient {
+  return new AgentClientConstructor(options.address, creds, {
+    'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? DEFAULT_KEEPALIVE_TIME_MS,
+    'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
+    'grpc.keepalive_permit_without_calls': 0,
+    'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
+    'grpc.enable_retries': 0,
+  });
+}
+
+/**
+ * Connects the channel, failing on the first transport failure (refused, TLS error) instead
+ * of letting grpc-js retry until the deadline, and after `timeoutMs` at the latest.
+ */
+export function waitForReady(
+  client: Client,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<void> {
+  const channel = client.getChannel();
+  return new Promise<void>((resolve, reject) => {
+    let settled = false;
+    const finish = (err?: Error): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onAbort = (): void => {
+      finish(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    };
+    const timer = setTimeout(() => {
+      finish(new Error(`dial timed out after ${timeoutMs} ms`));
+    }, timeoutMs);
+    timer.unref();
+    signal.addEventListener('abort', onAbort, { once: true });
+    let sawConnecting = false;
+    const check = (): void => {
+      if (settled) return;
+      const state = channel.getConnectivityState(true);
+      if (state === connectivityState.READY) {
+        finish();
+        return;
+      }
+      if (state === connectivityState.SHUTDOWN) {
+        finish(new Error('channel closed'));
+        return;
+      }
+      if (state === connectivityState.TRANSIENT_FAILURE && sawConnecting) {
+        finish(new Error(`could not connect to ${channel.getTarget()}`));
+        return;
+      }
+      if (state === connectivityState.CONNECTING) sawConnecting = true;
+      channel.watchConnectivityState(state, Infinity, check);
+    };
+    check();
+  });
+}

@@ -1,0 +1,254 @@
+import { describe, expect, it } from 'vitest';
+import { QueryErrorCode, QueryVerb, QueryView } from '../../proto/index.js';
+import {
+  stateItem,
+  startHarness,
+  TEST_AGENT,
+  TEST_CLUSTER,
+  TEST_TOKEN,
+  until,
+} from '../../test/helpers/gateway-harness.js';
+import { GatewayFatalError } from './errors.js';
+
+describe('gateway stream handshake', () => {
+  it('connects, handshakes with identity and versions, and reports ready', async () => {
+    await using h = await startHarness();
+    const session = await h.gateway.waitForSession();
+    expect(session).toMatchObject({
+      clusterId: TEST_CLUSTER,
+      agentId: TEST_AGENT,
+      agentVersion: '0.1.0-test',
+      protoVersion: 'v1',
+      deliveryAcks: true,
+    });
+    await until(() => h.stream.status().state === 'ready', 'ready');
+    expect(h.stream.status()).toMatchObject({ sessionId: session.sessionId, deliveryAcks: true });
+    expect(h.logs.raw.join('\n')).not.toContain(TEST_TOKEN);
+  });
+
+  it('retries a rejected token with backoff instead of giving up', async () => {
+    await using h = await startHarness({ gateway: { acceptToken: 'another-token' } });
+    await h.clock.waitForSleep((ms) => ms === 100);
+    expect(h.stream.status()).toMatchObject({ state: 'backoff', consecutiveFailures: 1 });
+    const warning = h.logs.lines.find((l) => l.msg === 'gateway rejected the handshake; retrying');
+    expect(warning).toMatchObject({ reason: 'invalid tenant token', delayMs: 100 });
+    h.clock.advance(100);
+    await h.clock.waitForSleep((ms) => ms === 200);
+    expect(h.stream.status().consecutiveFailures).toBe(2);
+    expect(h.gateway.store.count()).toBe(0);
+    expect(h.logs.raw.join('\n')).not.toContain(TEST_TOKEN);
+  });
+
+  it('retries an unknown cluster with backoff', async () => {
+    await using h = await startHarness({ gateway: { knownClusters: ['some-other-cluster'] } });
+    await h.clock.waitForSleep((ms) => ms === 100);
+    const warning = h.logs.lines.find((l) => l.msg === 'gateway rejected the handshake; retrying');
+    expect(warning?.['reason']).toBe(`unknown cluster ${TEST_CLUSTER}`);
+  });
+
+  it('stops for good on UNAUTHENTICATED, saying what to fix', async () => {
+    await using h = await startHarness({
+      gateway: { acceptToken: 'another-token', tokenFailure: 'unauthenticated' },
+    });
+    const error: unknown = await h.stream.done.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(error).toBeInstanceOf(GatewayFatalError);
+    expect(error).toMatchObject({ code: 'ERR_GATEWAY_UNAUTHENTICATED' });
+    expect((error as Error).message).toContain('KUBEXA_TENANT_TOKEN');
+    expect(h.clock.sleeps.filter((ms) => ms === 100)).toEqual([]);
+    expect(h.stream.status().state).toBe('stopped');
+  });
+});
+
+describe('gateway stream reconnect backoff', () => {
+  it('grows exponentially to the cap and never sleeps less than the initial delay', async () => {
+    await using h = await startHarness({ gateway: { acceptToken: 'another-token' } });
+    const delays: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const expected = Math.min(1000, 100 * 2 ** i);
+      delays.push(await h.clock.waitForSleep((ms) => ms === expected));
+      h.clock.advance(expected);
+    }
+    expect(delays).toEqual([100, 200, 400, 800, 1000, 1000]);
+  });
+
+  it('resets the backoff after a healthy session', async () => {
+    await using h = await startHarness({ stream: { healthySessionMs: 5000 } });
+    const kickCurrent = async (): Promise<void> => {
+      await until(() => h.stream.status().state === 'ready', 'ready');
+      h.gateway.kick(h.stream.status().sessionId!);
+      await until(() => h.stream.status().state === 'backoff', 'backoff');
+    };
+    // Two sessions kicked before they could become healthy: the delay grows.
+    await kickCurrent();
+    h.clock.advance(100);
+    await kickCurrent();
+    h.clock.advance(200);
+    // A session that lasts healthySessionMs resets it.
+    await until(() => h.stream.status().state === 'ready', 'ready');
+    h.clock.advance(5000);
+    await kickCurrent();
+    expect(h.clock.sleeps.filter((ms) => ms === 100 || ms === 200 || ms === 400)).toEqual([
+      100, 200, 100,
+    ]);
+  });
+});
+
+describe('gateway stream delivery', () => {
+  it('with delivery_acks keeps items in flight until the Ack, then settles them', async () => {
+    await using h = await startHarness({ gateway: { holdAcks: true } });
+    for (let n = 1; n <= 5; n++) h.buffer.enqueue(stateItem(n));
+    await h.gateway.waitForStored('state', 5);
+    expect(h.buffer.stats()).toMatchObject({ pending: 0, inflight: 5 });
+    const session = await h.gateway.waitForSession();
+    expect(h.gateway.releaseAcks(session.sessionId)).toBe(5);
+    await until(() => h.buffer.stats().inflight === 0, 'settled');
+    expect(h.stream.status().counters).toMatchObject({ sent: 5, settled: 5 });
+    expect(h.gateway.store.messageIds('state')).toEqual(
+      [1, 2, 3, 4, 5].map((n) => stateItem(n).id),
+    );
+  });
+
+  it('without delivery_acks settles items on send', async () => {
+    await using h = await startHarness({ gateway: { deliveryAcks: false } });
+    for (let n = 1; n <= 5; n++) h.buffer.enqueue(stateItem(n));
+    await h.gateway.waitForStored('state', 5);
+    await until(() => h.buffer.stats().inflight === 0, 'settled on send');
+    const session = await h.gateway.waitForSession();
+    expect(session.acked).toBe(0);
+    expect(h.stream.status()).toMatchObject({ deliveryAcks: false });
+    expect(h.stream.status().counters.settled).toBe(5);
+  });
+
+  it('returns unacked items to the buffer on session loss and redelivers them', async () => {
+    await using h = await startHarness({ gateway: { holdAcks: true } });
+    for (let n = 1; n <= 3; n++) h.buffer.enqueue(stateItem(n));
+    await h.gateway.waitForStored('state', 3);
+    const first = await h.gateway.waitForSession();
+    h.gateway.forgetAcks(first.sessionId);
+    h.gateway.kick(first.sessionId);
+    await h.clock.waitForSleep((ms) => ms === 100);
+    expect(h.buffer.stats()).toMatchObject({ pending: 3, inflight: 0 });
+    h.clock.advance(100);
+    const second = await h.gateway.waitForSession(
+      (s) => s.state === 'connected' && s.sessionId !== first.sessionId,
+    );
+    await until(() => h.gateway.store.duplicates >= 3, 'redelivery');
+    expect(h.gateway.store.count('state')).toBe(3);
+    h.gateway.releaseAcks(second.sessionId);
+    await until(() => h.buffer.stats().inflight === 0, 'settled');
+  });
+
+  it('redelivers an item whose Ack does not come in time, and drops it after maxAttempts', async () => {
+    await using h = await startHarness({
+      gateway: { holdAcks: true },
+      stream: { redeliveryTimeoutMs: 5000, flushIntervalMs: 1000, maxAttempts: 2 },
+    });
+    h.buffer.enqueue(stateItem(1));
+    await h.gateway.waitForStored('state', 1);
+    const session = await h.gateway.waitForSession();
+    h.gateway.forgetAcks(session.sessionId);
+    h.clock.advance(5000);
+    await until(() => h.stream.status().counters.redelivered === 1, 'first redelivery');
+    await until(() => h.gateway.store.duplicates === 1, 'resent');
+    h.gateway.forgetAcks(session.sessionId);
+    h.clock.advance(5000);
+    await until(() => h.stream.status().counters.droppedAttempts === 1, 'dropped');
+    expect(h.buffer.stats()).toMatchObject({ pending: 0, inflight: 0 });
+    expect(h.buffer.stats().dropped.discarded).toBe(1);
+  });
+});
+
+describe('gateway messages', () => {
+  it('slows the drain while the gateway applies backpressure', async () => {
+    await using h = await startHarness();
+    const session = await h.gateway.waitForSession();
+    await until(() => h.stream.status().state === 'ready', 'ready');
+    h.gateway.sendBackpressure(session.sessionId, { throttle: true, delayMs: 7000 });
+    await until(() => h.logs.lines.some((l) => l.msg === 'gateway backpressure'), 'throttle');
+    h.buffer.enqueue(stateItem(1));
+    await h.clock.waitForSleep((ms) => ms === 7000);
+    // The drain is parked on the fake clock: nothing can be sent until time moves.
+    expect(h.gateway.store.count('state')).toBe(0);
+    h.clock.advance(7000);
+    await h.gateway.waitForStored('state', 1);
+    h.gateway.sendBackpressure(session.sessionId, { throttle: false, delayMs: 0 });
+    await until(() => h.logs.lines.filter((l) => l.msg === 'gateway backpressure').length === 2);
+    h.buffer.enqueue(stateItem(2));
+    await h.gateway.waitForStored('state', 2);
+  });
+
+  it('applies a ConfigUpdate live as a patch and hands the rest to its owner', async () => {
+    const updates: unknown[] = [];
+    await using h = await startHarness({
+      deps: { onConfigUpdate: (update) => updates.push(update.configVersion) },
+    });
+    const session = await h.gateway.waitForSession();
+    h.gateway.sendConfigUpdate(session.sessionId, {
+      configVersion: 'v7',
+      config: {
+        logCollectors: [],
+        watchers: [],
+        metricScrapers: [],
+        heartbeatIntervalSec: 5,
+        batchSize: 7,
+        flushIntervalMs: 0,
+      },
+    });
+    await until(() => h.stream.settings.heartbeatIntervalMs === 5000, 'patched');
+    // 0 means "unchanged" under PATCH semantics.
+    expect(h.stream.settings).toEqual({
+      heartbeatIntervalMs: 5000,
+      batchSize: 7,
+      flushIntervalMs: 1000,
+    });
+    expect(updates).toEqual(['v7']);
+    await h.clock.waitForSleep((ms) => ms === 5000);
+    h.clock.advance(5000);
+    await h.gateway.waitForStored('heartbeat', 1);
+    const beat = h.gateway.sessions()[0]?.lastHeartbeat;
+    expect(beat).toMatchObject({ status: 'healthy', queueDepth: 0, droppedMessages: 0 });
+  });
+
+  it('stops the stream on Shutdown, logs the reason, and reconnects by the backoff policy', async () => {
+    await using h = await startHarness();
+    const first = await h.gateway.waitForSession();
+    await until(() => h.stream.status().state === 'ready', 'ready');
+    h.gateway.sendShutdown(first.sessionId, 'gateway maintenance');
+    const closed = await h.gateway.waitForSession(
+      (s) => s.sessionId === first.sessionId && s.state === 'closed',
+    );
+    expect(closed.closeReason).toBe('agent closed the stream');
+    expect(h.logs.lines.find((l) => l.msg === 'gateway requested shutdown')?.['reason']).toBe(
+      'gateway maintenance',
+    );
+    await h.clock.waitForSleep((ms) => ms === 100);
+    expect(h.stream.status().state).toBe('backoff');
+    h.clock.advance(100);
+    await h.gateway.waitForSession(
+      (s) => s.state === 'connected' && s.sessionId !== first.sessionId,
+    );
+  });
+
+  it('answers a live query with a clear not-supported error', async () => {
+    await using h = await startHarness();
+    const session = await h.gateway.waitForSession();
+    const result = await h.gateway.query(session.sessionId, {
+      queryId: 'q-1',
+      verb: QueryVerb.QUERY_VERB_LIST,
+      view: QueryView.QUERY_VIEW_TABLE,
+      namespace: '',
+      name: '',
+      labelSelector: '',
+      fieldSelector: '',
+      limit: 0,
+      continueToken: '',
+      timeoutMs: 0,
+    });
+    expect(result.queryId).toBe('q-1');
+    expect(result.error).toMatchObject({ code: QueryErrorCode.QUERY_ERROR_POLICY_DENIED });
+    expect(result.error?.message).toContain('not supported');
+  });
+});

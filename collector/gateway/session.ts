@@ -1,0 +1,525 @@
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import {
+  AgentMessage,
+  type ConfigUpdate,
+  type GatewayMessage,
+  type HandshakeResponse,
+  QueryErrorCode,
+  type ResourceQuery,
+  type ResourceQueryResult,
+} from '../../proto/index.js';
+import type { Clock } from '../../shared/clock.js';
+import { getErrorMessage } from '../../shared/errors.js';
+import { type AttemptLedger, InflightWindow, toError } from './delivery.js';
+import type { AgentClient, ConnectCall } from './dial.js';
+import { GatewayFatalError } from './errors.js';
+import {
+  buildHandshake,
+  evaluateHandshake,
+  handshakeHeaders,
+  type AgentIdentity,
+} from './handshake.js';
+import { applySettingsPatch, type StreamSettings } from './settings.js';
+import type { GatewayBuffer, QueryHandler, SourceCounters, StreamCounters } from './types.js';
+import { Wakeup } from './wakeup.js';
+
+/** How a session ended; the stream's reconnect policy branches on it. */
+export type SessionEnd =
+  | { readonly kind: 'lost'; readonly reason: string; readonly accepted: boolean }
+  | { readonly kind: 'rejected'; readonly reason: string }
+  | { readonly kind: 'shutdown'; readonly reason: string }
+  | { readonly kind: 'fatal'; readonly error: GatewayFatalError }
+  | { readonly kind: 'closed' };
+
+export interface SessionOptions {
+  readonly identity: AgentIdentity;
+  readonly address: string;
+  readonly handshakeTimeoutMs: number;
+  readonly redeliveryTimeoutMs: number;
+  readonly maxAttempts: number;
+  /** How long a Shutdown waits for outstanding acks before half-closing. */
+  readonly shutdownGraceMs: number;
+}
+
+export interface SessionContext {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly buffer: GatewayBuffer;
+  readonly settings: StreamSettings;
+  readonly counters: StreamCounters;
+  readonly ledger: AttemptLedger;
+  readonly isOverloaded: () => boolean;
+  readonly sourceCounters: (() => SourceCounters) | undefined;
+  readonly onConfigUpdate: ((update: ConfigUpdate) => void) | undefined;
+  readonly queryHandler: QueryHandler;
+  /** Called once the handshake is accepted. */
+  readonly onReady: (info: { sessionId: string; deliveryAcks: boolean }) => void;
+}
+
+/** A throttle with no delay still has to slow something: 1 s per drain round. */
+const DEFAULT_THROTTLE_DELAY_MS = 1000;
+
+/** The answer to every live query until the query component exists. */
+export const notSupportedQueryHandler: QueryHandler = (query) =>
+  Promise.resolve({
+    queryId: query.queryId,
+    // POLICY_DENIED, not INTERNAL: it is final for this agent version, so a retry cannot help.
+    error: {
+      code: QueryErrorCode.QUERY_ERROR_POLICY_DENIED,
+      message: 'live queries are not supported by this agent version yet',
+    },
+    payload: Buffer.alloc(0),
+    continueToken: '',
+    remaining: 0,
+    truncated: false,
+  });
+
+/** One Connect call: handshake, then drain, heartbeats, redelivery sweep and gateway messages. */
+export class Session {
+  readonly #options: SessionOptions;
+  readonly #ctx: SessionContext;
+  readonly #window = new InflightWindow();
+  readonly #controller = new AbortController();
+  readonly #settingsChanged = new Wakeup();
+  readonly #throttleChanged = new Wakeup();
+  #call: ConnectCall | undefined;
+  #end: ((end: SessionEnd) => void) | undefined;
+  #ended = false;
+  #accepted = false;
+  #deliveryAcks = false;
+  #throttleDelayMs = 0;
+  #handshakeReply: ((response: HandshakeResponse) => void) | undefined;
+
+  constructor(options: SessionOptions, ctx: SessionContext) {
+    this.#options = options;
+    this.#ctx = ctx;
+  }
+
+  /** Runs the session to its end. Never throws: every outcome is a SessionEnd. */
+  async run(client: AgentClient, signal: AbortSignal): Promise<SessionEnd> {
+    const ended = new Promise<SessionEnd>((resolve) => (this.#end = resolve));
+    const onAbort = (): void => {
+      this.#finish({ kind: 'closed' });
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      this.#open(client);
+      void this.#handshake();
+      const end = await ended;
+      return end;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      this.#teardown();
+    }
+  }
+
+  // ---- lifecycle ----
+
+  #open(client: AgentClient): void {
+    const metadata = new Metadata();
+    for (const [key, value] of Object.entries(handshakeHeaders(this.#options.identity))) {
+      metadata.set(key, value);
+    }
+    const call = client.connect(metadata);
+    this.#call = call;
+    call.on('data', (message: GatewayMessage) => {
+      this.#onMessage(message);
+    });
+    call.on('error', (err: ServiceError) => {
+      this.#finish(this.#classifyStatus(err));
+    });
+    call.on('end', () => {
+      this.#finish({
+        kind: 'lost',
+        reason: 'the gateway ended the stream',
+        accepted: this.#accepted,
+      });
+    });
+  }
+
+  #finish(end: SessionEnd): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#controller.abort();
+    this.#end?.(end);
+  }
+
+  /** Returns everything in flight to the front of the buffer, uncharged, and drops the call. */
+  #teardown(): void {
+    this.#controller.abort();
+    this.#window.clear();
+    const returned = this.#ctx.buffer.requeue();
+    if (returned > 0) {
+      this.#ctx.logger.info({ items: returned }, 'unsettled items returned to the buffer');
+    }
+    const call = this.#call;
+    if (call) {
+      call.removeAllListeners('data');
+      // A late 'error' after cancel must not become an unhandled event.
+      call.on('error', () => undefined);
+      call.cancel();
+    }
+  }
+
+  #classifyStatus(err: ServiceError): SessionEnd {
+    const details = err.details || err.message;
+    if (err.code === status.UNAUTHENTICATED) {
+      return {
+        kind: 'fatal',
+        error: new GatewayFatalError(
+          'ERR_GATEWAY_UNAUTHENTICATED',
+          `the gateway refused the tenant token (UNAUTHENTICATED: ${details}): set a valid token in KUBEXA_TENANT_TOKEN (chart: secret.tenantToken or secret.existingSecret) and restart`,
+          { cause: err },
+        ),
+      };
+    }
+    if (err.code === status.UNIMPLEMENTED) {
+      return {
+        kind: 'fatal',
+        error: new GatewayFatalError(
+          'ERR_GATEWAY_UNIMPLEMENTED',
+          `${this.#options.address} does not serve agent.v1.AgentService/Connect (UNIMPLEMENTED: ${details}): check gateway.address`,
+          { cause: err },
+        ),
+      };
+    }
+    if (err.code === status.CANCELLED && this.#controller.signal.aborted) return { kind: 'closed' };
+    return {
+      kind: 'lost',
+      reason: `${status[err.code]}: ${details}`,
+      accepted: this.#accepted,
+    };
+  }
+
+  // ---- handshake ----
+
+  async #handshake(): Promise<void> {
+    const signal = this.#controller.signal;
+    const reply = new Promise<HandshakeResponse>((resolve) => (this.#handshakeReply = resolve));
+    try {
+      await this.#write(AgentMessage.encode(buildHandshake(this.#options.identity)).finish());
+      // Its own controller, so the timer goes away as soon as the reply is in.
+      const timer = new AbortController();
+      const timeout = this.#ctx.clock
+        .sleep(this.#options.handshakeTimeoutMs, AbortSignal.any([signal, timer.signal]))
+        .then(() => undefined);
+      const response = await Promise.race([reply, timeout]).finally(() => {
+        timer.abort();
+      });
+      if (!response) {
+        const reason = `no handshake reply within ${this.#options.handshakeTimeoutMs} ms`;
+        this.#finish({ kind: 'lost', reason, accepted: false });
+        return;
+      }
+      this.#onHandshake(response);
+    } catch (err: unknown) {
+      if (err instanceof GatewayFatalError) this.#finish({ kind: 'fatal', error: err });
+      else this.#finish({ kind: 'lost', reason: getErrorMessage(err), accepted: this.#accepted });
+    }
+  }
+
+  #onHandshake(response: HandshakeResponse): void {
+    const outcome = evaluateHandshake(response);
+    if (outcome.kind === 'rejected') {
+      this.#finish({ kind: 'rejected', reason: outcome.reason });
+      return;
+    }
+    this.#accepted = true;
+    this.#deliveryAcks = outcome.deliveryAcks;
+    this.#applyConfig(outcome.config ? { configVersion: '', config: outcome.config } : undefined);
+    this.#ctx.onReady({ sessionId: outcome.sessionId, deliveryAcks: outcome.deliveryAcks });
+    this.#spawn('drain', () => this.#drainLoop());
+    this.#spawn('heartbeat', () => this.#heartbeatLoop());
+    if (this.#deliveryAcks) this.#spawn('redelivery', () => this.#sweepLoop());
+  }
+
+  /** Runs a loop; its failure ends the session (abort on session end is the normal exit). */
+  #spawn(name: string, loop: () => Promise<void>): void {
+    loop().catch((err: unknown) => {
+      if (this.#controller.signal.aborted) return;
+      this.#finish({ kind: 'lost', reason: `${name}: ${getErrorMessage(err)}`, accepted: true });
+    });
+  }
+
+  // ---- gateway -> agent ----
+
+  #onMessage(message: GatewayMessage): void {
+    this.#ctx.counters.received++;
+    const payload = message.payload;
+    if (!payload) return;
+    if (!this.#accepted && payload.$case !== 'handshake') {
+      this.#ctx.logger.warn({ kind: payload.$case }, 'gateway message before handshake ignored');
+      return;
+    }
+    switch (payload.$case) {
+      case 'handshake':
+        this.#handshakeReply?.(payload.value);
+        this.#handshakeReply = undefined;
+        return;
+      case 'ack':
+        this.#onAck(payload.value.messageIds);
+        return;
+      case 'config':
+        this.#applyConfig(payload.value);
+        return;
+      case 'backpressure':
+        this.#onBackpressure(payload.value.throttle, payload.value.delayMs);
+        return;
+      case 'shutdown':
+        void this.#onShutdown(payload.value.reason);
+        return;
+      case 'resourceQuery':
+        void this.#answerQuery(payload.value);
+        return;
+    }
+  }
+
+  #onAck(ids: readonly string[]): void {
+    // Without delivery_acks items settled on send; a stray Ack has nothing left to settle.
+    if (!this.#deliveryAcks) return;
+    const settled = this.#window.remove(ids);
+    if (settled.length === 0) return;
+    this.#ctx.buffer.ack(settled);
+    this.#ctx.ledger.forget(settled);
+    this.#ctx.counters.settled += settled.length;
+  }
+
+  #applyConfig(update: ConfigUpdate | undefined): void {
+    if (!update) return;
+    const changed = applySettingsPatch(this.#ctx.settings, update.config);
+    if (Object.keys(changed).length > 0) {
+      this.#ctx.logger.info(
+        { changed, configVersion: update.configVersion },
+        'stream settings updated',
+      );
+      this.#settingsChanged.wake();
+    }
+    try {
+      this.#ctx.onConfigUpdate?.(update);
+    } catch (err: unknown) {
+      this.#ctx.logger.error({ err }, 'applying the gateway config update failed');
+    }
+  }
+
+  #onBackpressure(throttle: boolean, delayMs: number): void {
+    this.#throttleDelayMs = throttle ? (delayMs > 0 ? delayMs : DEFAULT_THROTTLE_DELAY_MS) : 0;
+    this.#ctx.logger.info({ throttle, delayMs: this.#throttleDelayMs }, 'gateway backpressure');
+    this.#throttleChanged.wake();
+  }
+
+  /**
+   * Graceful stop asked by the gateway: stop sending, give outstanding acks a grace period,
+   * half-close, and let the stream's reconnect policy decide when to come back.
+   */
+  async #onShutdown(reason: string): Promise<void> {
+    this.#ctx.logger.warn({ reason }, 'gateway requested shutdown');
+    this.#draining = true;
+    this.#drainStop.abort();
+    if (this.#deliveryAcks && this.#window.size > 0) {
+      const grace = AbortSignal.any([this.#controller.signal]);
+      const waitAcks = this.#window.waitUntilEmpty(grace).then(
+        () => undefined,
+        () => undefined,
+      );
+      const graceOver = this.#ctx.clock
+        .sleep(this.#options.shutdownGraceMs, this.#controller.signal)
+        .then(
+          () => undefined,
+          () => undefined,
+        );
+      await Promise.race([waitAcks, graceOver]);
+    }
+    this.#call?.end();
+    this.#finish({ kind: 'shutdown', reason: reason || 'no reason given' });
+  }
+
+  async #answerQuery(query: ResourceQuery): Promise<void> {
+    let result: ResourceQueryResult;
+    try {
+      result = await this.#ctx.queryHandler(query, this.#controller.signal);
+    } catch (err: unknown) {
+      this.#ctx.logger.error({ err, queryId: query.queryId }, 'live query failed');
+      result = {
+        queryId: query.queryId,
+        error: { code: QueryErrorCode.QUERY_ERROR_INTERNAL, message: getErrorMessage(err) },
+        payload: Buffer.alloc(0),
+        continueToken: '',
+        remaining: 0,
+        truncated: false,
+      };
+    }
+    if (this.#controller.signal.aborted) return;
+    const message: AgentMessage = {
+      messageId: randomUUID(),
+      payload: { $case: 'resourceQueryResult', value: result },
+    };
+    try {
+      await this.#write(AgentMessage.encode(message).finish());
+    } catch (err: unknown) {
+      this.#finish({
+        kind: 'lost',
+        reason: `query result: ${getErrorMessage(err)}`,
+        accepted: true,
+      });
+    }
+  }
+
+  // ---- agent -> gateway ----
+
+  #draining = false;
+  readonly #drainStop = new AbortController();
+
+  async #drainLoop(): Promise<void> {
+    const signal = AbortSignal.any([this.#controller.signal, this.#drainStop.signal]);
+    const { buffer, settings } = this.#ctx;
+    while (!signal.aborted) {
+      await this.#throttle(signal);
+      if (this.#deliveryAcks) await this.#window.waitForRoom(settings.batchSize, signal);
+      await buffer.waitForItems(signal);
+      if (this.#draining) return;
+      const room = this.#deliveryAcks
+        ? 2 * settings.batchSize - this.#window.size
+        : settings.batchSize;
+      for (const item of buffer.take(Math.max(1, room))) {
+        if (this.#ctx.ledger.charges(item.id) >= this.#options.maxAttempts) {
+          this.#giveUp(item.id);
+          continue;
+        }
+        await this.#sendItem(item.id, item.payload);
+      }
+    }
+  }
+
+  async #sendItem(id: string, payload: Uint8Array): Promise<void> {
+    const { buffer, counters, ledger } = this.#ctx;
+    if (this.#deliveryAcks) {
+      this.#window.add(id, this.#ctx.clock.now());
+      await this.#write(payload);
+    } else {
+      // Without acks, the hand-off to HTTP/2 is the best evidence of delivery we get.
+      await this.#write(payload, (err) => {
+        if (err) return;
+        if (buffer.ack([id]) > 0) {
+          ledger.forget([id]);
+          counters.settled++;
+        }
+      });
+    }
+    counters.sent++;
+  }
+
+  #giveUp(id: string): void {
+    this.#ctx.buffer.discard([id]);
+    this.#ctx.ledger.forget([id]);
+    this.#ctx.counters.droppedAttempts++;
+    this.#ctx.logger.warn(
+      { id, attempts: this.#options.maxAttempts },
+      'item dropped after repeated failed deliveries',
+    );
+  }
+
+  /** Paces drain rounds while the gateway asks for backpressure. */
+  async #throttle(signal: AbortSignal): Promise<void> {
+    while (this.#throttleDelayMs > 0) {
+      if (await this.#throttleChanged.sleep(this.#ctx.clock, this.#throttleDelayMs, signal)) return;
+    }
+  }
+
+  async #heartbeatLoop(): Promise<void> {
+    const signal = this.#controller.signal;
+    for (;;) {
+      const slept = await this.#settingsChanged.sleep(
+        this.#ctx.clock,
+        this.#ctx.settings.heartbeatIntervalMs,
+        signal,
+      );
+      if (!slept) continue;
+      await this.#write(AgentMessage.encode(this.#heartbeat()).finish());
+      this.#ctx.counters.heartbeats++;
+    }
+  }
+
+  #heartbeat(): AgentMessage {
+    const stats = this.#ctx.buffer.stats();
+    const sources = this.#ctx.sourceCounters?.();
+    const dropped =
+      Object.values(stats.dropped).reduce((sum, n) => sum + n, 0) +
+      this.#ctx.counters.droppedAttempts;
+    const now = this.#ctx.clock.now();
+    return {
+      messageId: randomUUID(),
+      meta: {
+        tenantId: '',
+        clusterId: this.#options.identity.clusterId,
+        agentId: this.#options.identity.agentId,
+        sessionId: '',
+        timestamp: String(now),
+      },
+      payload: {
+        $case: 'heartbeat',
+        value: {
+          timestampUnixMs: String(now),
+          health: {
+            queueDepth: String(stats.pending + stats.inflight),
+            // Discarded items are counted by the buffer too; count each once.
+            droppedMessages: String(dropped - this.#ctx.counters.droppedAttempts),
+            status: this.#healthStatus(),
+            truncatedLines: String(sources?.truncatedLines ?? 0),
+            droppedTooOld: String(sources?.droppedTooOld ?? 0),
+            droppedFuture: String(sources?.droppedFuture ?? 0),
+            droppedRateLimited: String(sources?.droppedRateLimited ?? 0),
+          },
+        },
+      },
+    };
+  }
+
+  #healthStatus(): string {
+    if (this.#ctx.isOverloaded()) return 'overloaded';
+    if (this.#throttleDelayMs > 0) return 'degraded';
+    return 'healthy';
+  }
+
+  /** Returns items whose Ack is overdue to the buffer, charging each one attempt. */
+  async #sweepLoop(): Promise<void> {
+    const signal = this.#controller.signal;
+    for (;;) {
+      await this.#settingsChanged.sleep(
+        this.#ctx.clock,
+        this.#ctx.settings.flushIntervalMs,
+        signal,
+      );
+      const overdue = this.#window.expired(
+        this.#ctx.clock.now(),
+        this.#options.redeliveryTimeoutMs,
+      );
+      if (overdue.length === 0) continue;
+      this.#window.remove(overdue);
+      this.#ctx.ledger.charge(overdue);
+      this.#ctx.buffer.requeue(overdue);
+      this.#ctx.counters.redelivered += overdue.length;
+      this.#ctx.logger.warn(
+        { items: overdue.length },
+        'no ack in time: items queued for redelivery',
+      );
+    }
+  }
+
+  /**
+   * Writes one encoded message, honouring the call's highWaterMark: past it, waits for
+   * 'drain' so a slow gateway cannot grow memory without bound.
+   */
+  async #write(
+    bytes: Uint8Array,
+    onWritten?: (err: Error | null | undefined) => void,
+  ): Promise<void> {
+    const call = this.#call;
+    const signal = this.#controller.signal;
+    if (!call || signal.aborted) throw toError(signal.reason ?? new Error('session ended'));
+    const hasRoom = call.write(bytes, onWritten);
+    if (!hasRoom) await once(call, 'drain', { signal });
+  }
+}

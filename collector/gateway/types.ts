@@ -1,0 +1,57 @@
+import type { Logger } from 'pino';
+import type { Clock } from '../../shared/clock.js';
+import type { BufferItem, BufferStats, DropReason } from '../buffer/types.js';
+import type { ConfigUpdate, ResourceQuery, ResourceQueryResult } from '../../proto/index.js';
+
+/** What the stream needs from the durable buffer (DurableBuffer satisfies it). */
+export interface GatewayBuffer {
+  take(max: number): BufferItem[];
+  ack(ids: Iterable<string>): number;
+  discard(ids: Iterable<string>, reason?: DropReason): number;
+  requeue(ids?: Iterable<string>): number;
+  waitForItems(signal: AbortSignal): Promise<void>;
+  stats(): BufferStats;
+}
+
+/** Cumulative counters a heartbeat reports that the sources own (log truncation, age filters). */
+export interface SourceCounters {
+  readonly truncatedLines: number;
+  readonly droppedTooOld: number;
+  readonly droppedFuture: number;
+  readonly droppedRateLimited: number;
+}
+
+/** Cumulative since the stream was created. */
+export interface StreamCounters {
+  /** Buffered items written to the stream (redeliveries included). */
+  sent: number;
+  /** Items settled: by the gateway's Ack, or by the write for a gateway without acks. */
+  settled: number;
+  /** Items returned to the buffer after the redelivery timeout. */
+  redelivered: number;
+  /** Items discarded after maxAttempts failed deliveries. */
+  droppedAttempts: number;
+  /** Sessions started after the first. */
+  reconnects: number;
+  heartbeats: number;
+  /** Gateway messages received. */
+  received: number;
+}
+
+/** Answers a live query; until the query component lands the default refuses every query. */
+export type QueryHandler = (
+  query: ResourceQuery,
+  signal: AbortSignal,
+) => Promise<ResourceQueryResult>;
+
+export interface GatewayStreamDeps {
+  readonly logger: Logger;
+  readonly buffer: GatewayBuffer;
+  readonly clock?: Clock;
+  /** [0, 1), for backoff jitter. */
+  readonly random?: () => number;
+  readonly sourceCounters?: () => SourceCounters;
+  /** The rest of a ConfigUpdate (ingest rules, watchers, collectors): applied by its owners. */
+  readonly onConfigUpdate?: (update: ConfigUpdate) => void;
+  readonly queryHandler?: QueryHandler;
+}

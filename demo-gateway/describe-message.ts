@@ -1,0 +1,48 @@
+import type { AgentMessage } from '../proto/index.js';
+
+type Payload = NonNullable<AgentMessage['payload']>;
+type Describers = {
+  [K in Payload['$case']]: (value: Extract<Payload, { $case: K }>['value']) => string;
+};
+
+/** The kind stored and shown for a message: its payload case, or "empty". */
+export function messageKind(message: AgentMessage): string {
+  return message.payload?.$case ?? 'empty';
+}
+
+const MAX_SUMMARY = 300;
+const clip = (text: string): string =>
+  text.length > MAX_SUMMARY ? `${text.slice(0, MAX_SUMMARY)}…` : text;
+const prefix = (namespace: string): string => (namespace ? `${namespace}/` : '');
+
+const describers: Describers = {
+  // The token is never part of the summary.
+  handshake: (h) => `agent ${h.agentVersion} cluster ${h.clusterId} proto ${h.protoVersion}`,
+  logs: ({ entries }) => {
+    const first = entries[0];
+    const head = first
+      ? `${first.namespace}/${first.podName}/${first.container}: ${first.message}`
+      : '';
+    return clip(`${entries.length} log line(s) ${head}`);
+  },
+  state: (s) => `${s.resource || String(s.kind)} ${prefix(s.namespace)}${s.name} type ${s.type}`,
+  metrics: (m) => `${m.families.length} metric families (legacy)`,
+  heartbeat: ({ health }) =>
+    `status ${health?.status ?? '?'} queue ${health?.queueDepth ?? '?'} dropped ${health?.droppedMessages ?? '?'}`,
+  kubeMetrics: (m) =>
+    `${prefix(m.namespace)}${m.name} cpu ${m.cpuNanocores}n mem ${m.memoryBytes}B`,
+  prometheusMetrics: (p) => clip(p.targetUrl),
+  catalog: (c) => `${c.entries.length} resources`,
+  resourceQueryResult: (r) =>
+    r.error
+      ? `query ${r.queryId} error ${r.error.code}: ${r.error.message}`
+      : `query ${r.queryId} ${r.payload.byteLength} bytes`,
+};
+
+/** One line a person can read in the UI. Never contains the tenant token. */
+export function describeMessage(message: AgentMessage): string {
+  const payload = message.payload;
+  if (!payload) return '(no payload)';
+  const describe = describers[payload.$case] as (value: Payload['value']) => string;
+  return describe(payload.value);
+}

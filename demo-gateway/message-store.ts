@@ -1,0 +1,136 @@
+import Database from 'better-sqlite3';
+
+/** One received message as stored: the summary is for people, the payload is the wire bytes. */
+export interface StoredMessage {
+  readonly seq: number;
+  readonly messageId: string;
+  readonly sessionId: string;
+  readonly agentId: string;
+  readonly clusterId: string;
+  readonly kind: string;
+  readonly receivedAt: number;
+  readonly summary: string;
+}
+
+export type NewMessage = Omit<StoredMessage, 'seq'> & { readonly payload: Uint8Array };
+
+interface MessageRow {
+  seq: number;
+  message_id: string;
+  session_id: string;
+  agent_id: string;
+  cluster_id: string;
+  kind: string;
+  received_at: number;
+  summary: string;
+}
+
+const toStored = (row: MessageRow): StoredMessage => ({
+  seq: row.seq,
+  messageId: row.message_id,
+  sessionId: row.session_id,
+  agentId: row.agent_id,
+  clusterId: row.cluster_id,
+  kind: row.kind,
+  receivedAt: row.received_at,
+  summary: row.summary,
+});
+
+/**
+ * Every message the demo gateway received, deduplicated by message_id: a redelivered item is
+ * stored once, which is what lets tests assert "every item arrived, none twice".
+ */
+export class MessageStore {
+  readonly #db: Database.Database;
+  readonly #insert: Database.Statement<
+    [string, string, string, string, string, number, string, Uint8Array]
+  >;
+  readonly #recent: Database.Statement<[number, number], MessageRow>;
+  #duplicates = 0;
+
+  /** `path` ':memory:' (the default) keeps nothing after close. */
+  constructor(path = ':memory:') {
+    this.#db = new Database(path);
+    this.#db.pragma('journal_mode = WAL');
+    this.#db.exec(`
+      CREATE TABLE IF NOT EXISTS messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        cluster_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        received_at INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        payload BLOB NOT NULL
+      )`);
+    this.#insert = this.#db.prepare(
+      `INSERT OR IGNORE INTO messages
+         (message_id, session_id, agent_id, cluster_id, kind, received_at, summary, payload)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.#recent = this.#db.prepare(
+      `SELECT seq, message_id, session_id, agent_id, cluster_id, kind, received_at, summary
+         FROM messages WHERE seq > ? ORDER BY seq DESC LIMIT ?`,
+    );
+  }
+
+  /** Stores a message; false if its message_id was already stored (a duplicate). */
+  insert(message: NewMessage): boolean {
+    const { changes } = this.#insert.run(
+      message.messageId,
+      message.sessionId,
+      message.agentId,
+      message.clusterId,
+      message.kind,
+      message.receivedAt,
+      message.summary,
+      message.payload,
+    );
+    if (changes === 0) this.#duplicates++;
+    return changes === 1;
+  }
+
+  /** Duplicates seen since this store opened. */
+  get duplicates(): number {
+    return this.#duplicates;
+  }
+
+  count(kind?: string): number {
+    const row =
+      kind === undefined
+        ? this.#db.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM messages').get()
+        : this.#db
+            .prepare<[string], { n: number }>('SELECT COUNT(*) AS n FROM messages WHERE kind = ?')
+            .get(kind);
+    return row?.n ?? 0;
+  }
+
+  countByKind(): Record<string, number> {
+    const rows = this.#db
+      .prepare<[], { kind: string; n: number }>(
+        'SELECT kind, COUNT(*) AS n FROM messages GROUP BY kind',
+      )
+      .all();
+    return Object.fromEntries(rows.map((r) => [r.kind, r.n]));
+  }
+
+  /** Newest first, only messages after `afterSeq`. */
+  recent(limit: number, afterSeq = 0): StoredMessage[] {
+    return this.#recent.all(afterSeq, limit).map(toStored);
+  }
+
+  /** Message ids of one kind in arrival order (for tests asserting delivery and order). */
+  messageIds(kind: string): string[] {
+    return this.#db
+      .prepare<[string], { message_id: string }>(
+        'SELECT message_id FROM messages WHERE kind = ? ORDER BY seq',
+      )
+      .all(kind)
+      .map((r) => r.message_id);
+  }
+
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+}
