@@ -7,7 +7,8 @@ import { describeType } from './fields.js';
 const EXPECTED: Readonly<Record<string, string>> = {
   boolean: 'true or false',
   int: 'a whole number',
-  number: 'a number',
+  // Every number in the config is a whole number (zod reports z.int() as expecting "number").
+  number: 'a whole number',
   string: 'a string',
   array: 'a list',
   object: 'a mapping',

@@ -38,7 +38,7 @@ export function durationField(options: { positive?: boolean } = {}) {
     })
     .transform(parseDuration)
     .refine((ms) => ms >= 0, { error: 'must not be negative' })
-    .refine((ms) => options.positive !== true || ms > 0, {
+    .refine((ms) => options.positive !== true || ms !== 0, {
       error: 'must be longer than 0, e.g. 1s',
     });
   return markField(schema, 'duration');

@@ -3,6 +3,7 @@
 // ConfigError; nothing here prints, and no message carries a secret's value.
 import { parseAllDocuments, type YAMLError } from 'yaml';
 import { ConfigError, type ConfigIssue } from '../errors.js';
+import { REDACTED } from './config-output.js';
 import { configWarnings } from './config-warnings.js';
 import { deepFreeze } from './deep-freeze.js';
 import { describeIssue } from './describe-issue.js';
@@ -78,6 +79,24 @@ function applyEnv(
   return fromEnv;
 }
 
+/** Secrets shorter than this are not searched for in messages (they would match ordinary words). */
+const MIN_REDACTED_LENGTH = 8;
+
+/**
+ * Defence in depth: no message quotes a secret's value on purpose, but a token pasted in the
+ * wrong place (as a key, in another field) could still be echoed, so any known secret text is
+ * replaced wherever it appears.
+ */
+function createRedactor(data: Record<string, unknown>, env: LoadConfigOptions['env']) {
+  const agent = data['agent'];
+  const fromFile = isPlainObject(agent) ? agent['tenant_token'] : undefined;
+  const secrets = [env['KUBEXA_TENANT_TOKEN'], fromFile].filter(
+    (value): value is string => typeof value === 'string' && value.length >= MIN_REDACTED_LENGTH,
+  );
+  return (text: string): string =>
+    secrets.reduce((result, secret) => result.split(secret).join(REDACTED), text);
+}
+
 /**
  * Parses and validates the config. Throws ConfigError listing every issue (with the warnings
  * collected so far); returns a deep-frozen Config and the warnings otherwise.
@@ -96,10 +115,11 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
       parsed.warnings,
     );
   }
+  const redact = createRedactor(data, options.env);
   const withEnv = { ...data };
   const fromEnv = applyEnv(withEnv, options.env);
   const prepared = prepareInput(withEnv, ConfigSchema);
-  const warnings = [...parsed.warnings, ...prepared.warnings];
+  const warnings = [...parsed.warnings, ...prepared.warnings].map(redact);
   const schema = options.role === 'executor' ? ExecutorConfigSchema : ConfigSchema;
   const result = schema.safeParse(prepared.value, { error: describeIssue });
   if (!result.success) {
@@ -108,7 +128,7 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
       const envName = fromEnv.get(path);
       const message =
         envName === undefined ? issue.message : `${issue.message} (value from ${envName})`;
-      return { path, message };
+      return { path: redact(path), message: redact(message) };
     });
     throw new ConfigError(issues, warnings);
   }
@@ -116,5 +136,6 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
   if (config.agent.agent_id === '' && options.createAgentId !== undefined) {
     config = { ...config, agent: { ...config.agent, agent_id: options.createAgentId() } };
   }
-  return { config: deepFreeze(config), warnings: [...warnings, ...configWarnings(config)] };
+  const allWarnings = [...warnings, ...configWarnings(config).map(redact)];
+  return { config: deepFreeze(config), warnings: allWarnings };
 }
