@@ -1,0 +1,269 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { credentials, Metadata, status, type ClientDuplexStream } from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  type AgentMessage,
+  AgentServiceClient,
+  type GatewayMessage,
+  StateEvent,
+} from '../proto/index.js';
+import { DemoGateway, type DemoGatewayOptions } from './demo-gateway.js';
+import { MessageStore } from './message-store.js';
+import { createWebUi } from './web-ui.js';
+
+type Call = ClientDuplexStream<AgentMessage, GatewayMessage>;
+
+const silent = pino({ level: 'silent' });
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+async function startGateway(options: DemoGatewayOptions = {}): Promise<DemoGateway> {
+  const gateway = new DemoGateway(options, { logger: silent });
+  const port = await gateway.listen('127.0.0.1', 0);
+  const client = new AgentServiceClient(`127.0.0.1:${port}`, credentials.createInsecure());
+  clients.set(gateway, client);
+  cleanup.push(
+    () => gateway.close(),
+    () => {
+      client.close();
+    },
+  );
+  return gateway;
+}
+const clients = new WeakMap<DemoGateway, AgentServiceClient>();
+
+/** A raw agent: collects every gateway message and the final status. */
+function connect(gateway: DemoGateway): {
+  call: Call;
+  received: GatewayMessage[];
+  ended: Promise<{ code: number; details: string }>;
+} {
+  const client = clients.get(gateway)!;
+  const metadata = new Metadata();
+  metadata.set('x-agent-id', 'raw-agent');
+  const call = client.connect(metadata);
+  const received: GatewayMessage[] = [];
+  call.on('data', (m: GatewayMessage) => received.push(m));
+  const ended = new Promise<{ code: number; details: string }>((resolve) => {
+    call.on('status', (s: { code: number; details: string }) => {
+      resolve(s);
+    });
+    call.on('error', () => undefined);
+  });
+  cleanup.push(() => {
+    call.cancel();
+  });
+  return { call, received, ended };
+}
+
+function handshake(
+  overrides: Partial<{ token: string; versions: string[]; cluster: string }> = {},
+): AgentMessage {
+  return {
+    messageId: `hs-${Math.random()}`,
+    payload: {
+      $case: 'handshake',
+      value: {
+        agentVersion: '0.1.0',
+        protoVersion: overrides.versions?.[0] ?? 'v1',
+        clusterId: overrides.cluster ?? 'cluster-1',
+        tenantToken: overrides.token ?? 'good-token',
+        caps: { logs: true, state: true, metrics: true },
+        supportedProtoVersions: overrides.versions ?? ['v1'],
+      },
+    },
+  };
+}
+
+const state = (id: string): AgentMessage => ({
+  messageId: id,
+  payload: { $case: 'state', value: StateEvent.fromPartial({ name: id, namespace: 'default' }) },
+});
+
+async function until(predicate: () => boolean): Promise<void> {
+  while (!predicate()) await new Promise<void>((resolve) => setTimeout(resolve, 1));
+}
+
+const handshakeReply = (received: GatewayMessage[]) =>
+  received.find((m) => m.payload?.$case === 'handshake')?.payload?.value as
+    | { accepted: boolean; rejectionReason: string; protoVersion: string; deliveryAcks: boolean }
+    | undefined;
+
+const ackedIds = (received: GatewayMessage[]): string[] =>
+  received.flatMap((m) => (m.payload?.$case === 'ack' ? m.payload.value.messageIds : []));
+
+describe('demo gateway', () => {
+  it('stores every message once, deduplicated by message_id, and acks every copy', async () => {
+    const gateway = await startGateway();
+    const { call, received } = connect(gateway);
+    call.write(handshake());
+    call.write(state('a'));
+    call.write(state('a'));
+    call.write(state('b'));
+    await until(() => ackedIds(received).length === 3);
+    expect(handshakeReply(received)).toMatchObject({ accepted: true, deliveryAcks: true });
+    expect(gateway.store.messageIds('state')).toEqual(['a', 'b']);
+    expect(gateway.store.duplicates).toBe(1);
+    expect(ackedIds(received)).toEqual(['a', 'a', 'b']);
+    const [session] = gateway.sessions();
+    expect(session).toMatchObject({ agentId: 'raw-agent', received: 3, duplicates: 1, acked: 3 });
+  });
+
+  it('does not ack when delivery_acks is off', async () => {
+    const gateway = await startGateway({ deliveryAcks: false });
+    const { call, received } = connect(gateway);
+    call.write(handshake());
+    call.write(state('a'));
+    await gateway.waitForStored('state', 1);
+    expect(handshakeReply(received)).toMatchObject({ deliveryAcks: false });
+    expect(ackedIds(received)).toEqual([]);
+  });
+
+  it('rejects a wrong token in the handshake reply, then ends with PERMISSION_DENIED', async () => {
+    const gateway = await startGateway({ acceptToken: 'good-token' });
+    const { call, received, ended } = connect(gateway);
+    call.write(handshake({ token: 'bad-token' }));
+    expect(await ended).toMatchObject({ code: status.PERMISSION_DENIED });
+    expect(handshakeReply(received)).toMatchObject({
+      accepted: false,
+      rejectionReason: 'invalid tenant token',
+    });
+    expect(gateway.store.count()).toBe(0);
+  });
+
+  it('can refuse a wrong token with UNAUTHENTICATED instead', async () => {
+    const gateway = await startGateway({
+      acceptToken: 'good-token',
+      tokenFailure: 'unauthenticated',
+    });
+    const { call, received, ended } = connect(gateway);
+    call.write(handshake({ token: 'bad-token' }));
+    expect(await ended).toMatchObject({ code: status.UNAUTHENTICATED });
+    expect(handshakeReply(received)).toBeUndefined();
+  });
+
+  it('negotiates the newest version both sides speak and refuses when there is none', async () => {
+    const gateway = await startGateway({ supportedProtoVersions: ['v2', 'v1'] });
+    const ok = connect(gateway);
+    ok.call.write(handshake({ versions: ['v3', 'v1'] }));
+    await until(() => handshakeReply(ok.received) !== undefined);
+    expect(handshakeReply(ok.received)).toMatchObject({ accepted: true, protoVersion: 'v1' });
+
+    const refused = connect(gateway);
+    refused.call.write(handshake({ versions: ['v9'] }));
+    expect(await refused.ended).toMatchObject({ code: status.FAILED_PRECONDITION });
+    expect(handshakeReply(refused.received)?.rejectionReason).toContain(
+      'unsupported proto version',
+    );
+  });
+
+  it('ends a stream whose first message is not a handshake with INVALID_ARGUMENT', async () => {
+    const gateway = await startGateway();
+    const { call, ended } = connect(gateway);
+    call.write(state('a'));
+    expect(await ended).toMatchObject({ code: status.INVALID_ARGUMENT });
+  });
+
+  it('sends Shutdown, Backpressure and ConfigUpdate to a session', async () => {
+    const gateway = await startGateway();
+    const { call, received } = connect(gateway);
+    call.write(handshake());
+    const session = await gateway.waitForSession();
+    gateway.sendBackpressure(session.sessionId, { throttle: true, delayMs: 500 });
+    gateway.sendConfigUpdate(session.sessionId, { configVersion: '2' });
+    gateway.sendShutdown(session.sessionId, 'maintenance');
+    await until(() => received.length === 4);
+    expect(received.map((m) => m.payload?.$case)).toEqual([
+      'handshake',
+      'backpressure',
+      'config',
+      'shutdown',
+    ]);
+    expect(() => gateway.sendShutdown('no-such-session', 'x')).toThrow(/no session/);
+  });
+});
+
+describe('demo gateway web UI', () => {
+  it('serves the page and the live state, and sends Shutdown from a button', async () => {
+    const gateway = await startGateway();
+    const ui = createWebUi(gateway);
+    cleanup.push(() => ui.close());
+    const { call, received } = connect(gateway);
+    call.write(handshake());
+    call.write(state('pod-a'));
+    await gateway.waitForStored('state', 1);
+
+    const page = await ui.inject({ method: 'GET', url: '/' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.body).toContain('/api/state');
+    expect(page.body).not.toMatch(/<script[^>]+src=|<link[^>]+href="http/);
+
+    const stateResponse = await ui.inject({ method: 'GET', url: '/api/state' });
+    const body = stateResponse.json<{
+      sessions: { sessionId: string; state: string; clusterId: string }[];
+      totals: { stored: number; byKind: Record<string, number> };
+      messages: { kind: string; summary: string; seq: number }[];
+    }>();
+    expect(body.sessions).toHaveLength(1);
+    expect(body.sessions[0]).toMatchObject({ state: 'connected', clusterId: 'cluster-1' });
+    expect(body.totals.byKind).toEqual({ handshake: 1, state: 1 });
+    expect(body.messages.map((m) => m.kind)).toEqual(['state', 'handshake']);
+    expect(JSON.stringify(body)).not.toContain('good-token');
+
+    const newer = await ui.inject({
+      method: 'GET',
+      url: `/api/state?after=${body.messages[0]!.seq}`,
+    });
+    expect(newer.json<{ messages: unknown[] }>().messages).toEqual([]);
+
+    const sessionId = body.sessions[0]!.sessionId;
+    const shutdown = await ui.inject({
+      method: 'POST',
+      url: `/api/sessions/${sessionId}/shutdown`,
+      payload: { reason: 'from the UI' },
+    });
+    expect(shutdown.json()).toEqual({ sent: true });
+    await until(() => received.some((m) => m.payload?.$case === 'shutdown'));
+    const missing = await ui.inject({
+      method: 'POST',
+      url: '/api/sessions/nope/shutdown',
+      payload: {},
+    });
+    expect(missing.statusCode).toBe(404);
+  });
+});
+
+describe('message store', () => {
+  it('keeps deduplicating across a restart when backed by a file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-demo-'));
+    cleanup.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const path = join(dir, 'messages.db');
+    const message = {
+      messageId: 'm-1',
+      sessionId: 's',
+      agentId: 'a',
+      clusterId: 'c',
+      kind: 'state',
+      receivedAt: 1,
+      summary: 'x',
+      payload: new Uint8Array([1]),
+    };
+    const first = new MessageStore(path);
+    expect(first.insert(message)).toBe(true);
+    first.close();
+    const second = new MessageStore(path);
+    cleanup.push(() => {
+      second.close();
+    });
+    expect(second.insert(message)).toBe(false);
+    expect(second.count()).toBe(1);
+  });
+});
