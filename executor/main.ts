@@ -1,0 +1,76 @@
+// Composition root of the executor process: reads argv/env, loads the config file, starts the
+// Unix-socket server, and stops on SIGTERM/SIGINT within the shutdown timeout.
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { Gate } from '../proto/index.js';
+import { loadConfig } from '../shared/config/load-config.js';
+import { getErrorMessage } from '../shared/errors.js';
+import { startServices } from '../shared/lifecycle/service.js';
+import { createLogger } from '../shared/logging/create-logger.js';
+import { enabledGates } from './guard/enabled-gates.js';
+import { createExecutorServer } from './server/executor-server.js';
+
+const DEFAULT_CONFIG_PATH = '/config/config.yaml';
+const DEFAULT_SOCKET_PATH = '/run/kubexa/executor.sock';
+// Shorter than the chart's terminationGracePeriodSeconds (30 s), so a forced close still ends
+// before the kubelet's SIGKILL.
+const SHUTDOWN_TIMEOUT_MS = 20_000;
+
+async function main(): Promise<void> {
+  const { values: args } = parseArgs({
+    options: { config: { type: 'string', default: DEFAULT_CONFIG_PATH } },
+    strict: true,
+  });
+  const configPath = args.config;
+  // role 'executor': the executor's container never receives the tenant token, and it does not
+  // dial the gateway, so neither is required here.
+  const { config, warnings } = loadConfig({
+    fileText: readFileSync(configPath, 'utf8'),
+    env: process.env,
+    role: 'executor',
+  });
+  const logger = createLogger({ level: config.log.level, base: { process: 'executor' } });
+  for (const warning of warnings) logger.warn({ configPath }, warning);
+
+  const gates = enabledGates(config, {
+    podExec: Gate.GATE_POD_EXEC,
+    nodeShell: Gate.GATE_NODE_SHELL,
+    nodeOps: Gate.GATE_NODE_OPS,
+    mutate: Gate.GATE_MUTATE,
+  });
+  const stop = new AbortController();
+  const closeAll = await startServices(
+    [
+      createExecutorServer(
+        {
+          socketPath: process.env['KUBEXA_EXECUTOR_SOCKET'] ?? DEFAULT_SOCKET_PATH,
+          enabledGates: gates,
+          shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
+        },
+        { logger },
+      ),
+    ],
+    stop.signal,
+  );
+  logger.info({ gates }, 'executor started');
+
+  const onSignal = (signal: NodeJS.Signals) => {
+    logger.info({ signal }, 'executor stopping');
+    stop.abort();
+    closeAll()
+      .then(() => {
+        logger.info('executor stopped');
+      })
+      .catch((err: unknown) => {
+        logger.error({ err }, 'executor did not close cleanly');
+        process.exitCode = 1;
+      });
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`kubexa executor failed to start: ${getErrorMessage(err)}\n`);
+  process.exit(1);
+});
