@@ -20,6 +20,12 @@ export interface DemoGatewayOptions extends AdmissionOptions {
   readonly keepClosedSessions?: number;
 }
 
+/** PEM certificate chain and key the gateway serves. */
+export interface ServerTls {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+}
+
 export interface DemoGatewayDeps {
   readonly logger: Logger;
   readonly now?: () => number;
@@ -79,22 +85,21 @@ export class DemoGateway {
     this.#server.addService(AgentServiceService, impl);
   }
 
-  /** Binds host:port (port 0 picks a free one) without TLS; returns the bound port. */
-  listen(host: string, port: number): Promise<number> {
+  /** Binds host:port (port 0 picks a free one), plaintext unless `tls` is given; returns the port. */
+  listen(host: string, port: number, tls?: ServerTls): Promise<number> {
+    const creds = tls
+      ? ServerCredentials.createSsl(null, [{ cert_chain: tls.cert, private_key: tls.key }], false)
+      : ServerCredentials.createInsecure();
     return new Promise<number>((resolve, reject) => {
-      this.#server.bindAsync(
-        `${host}:${port}`,
-        ServerCredentials.createInsecure(),
-        (err, bound) => {
-          if (err) {
-            reject(err);
-            return;
-          }
-          this.#port = bound;
-          this.#logger.info({ host, port: bound }, 'demo gateway listening');
-          resolve(bound);
-        },
-      );
+      this.#server.bindAsync(`${host}:${port}`, creds, (err, bound) => {
+        if (err) {
+          reject(err);
+          return;
+        }
+        this.#port = bound;
+        this.#logger.info({ host, port: bound }, 'demo gateway listening');
+        resolve(bound);
+      });
     });
   }
 

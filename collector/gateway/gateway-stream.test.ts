@@ -6,6 +6,7 @@ import {
   TEST_AGENT,
   TEST_CLUSTER,
   TEST_TOKEN,
+  TLS_FIXTURES,
   until,
 } from '../../test/helpers/gateway-harness.js';
 import { GatewayFatalError } from './errors.js';
@@ -250,5 +251,33 @@ describe('gateway messages', () => {
     expect(result.queryId).toBe('q-1');
     expect(result.error).toMatchObject({ code: QueryErrorCode.QUERY_ERROR_POLICY_DENIED });
     expect(result.error?.message).toContain('not supported');
+  });
+});
+
+describe('gateway stream TLS', () => {
+  it('connects over TLS with the CA file', async () => {
+    await using h = await startHarness({
+      tls: true,
+      stream: { tls: true, caCertPath: TLS_FIXTURES.caPath },
+    });
+    await until(() => h.stream.status().state === 'ready', 'ready');
+    expect(h.logs.lines.some((l) => l.level >= 50)).toBe(false);
+  });
+
+  it('refuses a certificate it cannot verify, and keeps retrying', async () => {
+    await using h = await startHarness({ tls: true, stream: { tls: true } });
+    await h.clock.waitForSleep((ms) => ms === 100);
+    expect(h.gateway.sessions()).toEqual([]);
+    expect(h.stream.status()).toMatchObject({ state: 'backoff', consecutiveFailures: 1 });
+  });
+
+  it('skips verification only when told to, and says so loudly', async () => {
+    await using h = await startHarness({
+      tls: true,
+      stream: { tls: true, insecureSkipVerify: true },
+    });
+    await until(() => h.stream.status().state === 'ready', 'ready');
+    const warning = h.logs.lines.find((l) => l.msg.includes('insecure_skip_verify'));
+    expect(warning?.level).toBe(50);
   });
 });

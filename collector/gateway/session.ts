@@ -319,8 +319,7 @@ export class Session {
     this.#draining = true;
     this.#drainStop.abort();
     if (this.#deliveryAcks && this.#window.size > 0) {
-      const grace = AbortSignal.any([this.#controller.signal]);
-      const waitAcks = this.#window.waitUntilEmpty(grace).then(
+      const waitAcks = this.#window.waitUntilEmpty(this.#controller.signal).then(
         () => undefined,
         () => undefined,
       );

@@ -1,9 +1,10 @@
 // A collector gateway stream wired to a real demo gateway on loopback, with a real durable
 // buffer in a temp directory and a fake clock. Lives in test/helpers because it needs both
 // the collector and the demo gateway, which never import each other.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
 import { DurableBuffer } from '../../collector/buffer/durable-buffer.js';
 import type { BufferItem } from '../../collector/buffer/types.js';
@@ -48,8 +49,17 @@ export const TEST_TOKEN = 'tenant-secret-0123456789';
 export const TEST_CLUSTER = '6f1c2a4e-0000-4000-8000-000000000001';
 export const TEST_AGENT = 'agent-under-test';
 
+/** The test CA and a server certificate for 127.0.0.1 (test/fixtures/tls). */
+export const TLS_FIXTURES = {
+  caPath: fileURLToPath(new URL('../fixtures/tls/ca.pem', import.meta.url)),
+  cert: readFileSync(new URL('../fixtures/tls/server.pem', import.meta.url)),
+  key: readFileSync(new URL('../fixtures/tls/server-key.pem', import.meta.url)),
+};
+
 export interface HarnessOptions {
   readonly gateway?: DemoGatewayOptions;
+  /** Serve TLS with the fixture certificate. */
+  readonly tls?: boolean;
   readonly stream?: Partial<GatewayStreamOptions>;
   readonly deps?: Partial<GatewayStreamDeps>;
   /** Do not start the stream (the test starts it). */
@@ -69,7 +79,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const logs = captureLogs();
   const clock = new FakeClock();
   const gateway = new DemoGateway(options.gateway ?? {}, { logger: logs.logger });
-  const port = await gateway.listen('127.0.0.1', 0);
+  const port = await gateway.listen(
+    '127.0.0.1',
+    0,
+    options.tls === true ? { cert: TLS_FIXTURES.cert, key: TLS_FIXTURES.key } : undefined,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'kubexa-gateway-'));
   const buffer = new DurableBuffer(
     { path: join(dir, 'buffer.db'), maxMemoryBytes: 1024 * 1024, maxDiskBytes: 8 * 1024 * 1024 },
