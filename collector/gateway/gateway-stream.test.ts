@@ -227,10 +227,30 @@ describe('gateway messages', () => {
     );
     await h.clock.waitForSleep((ms) => ms === 100);
     expect(h.stream.status().state).toBe('backoff');
+    const ended = h.logs.lines.find((l) => l.msg.startsWith('gateway stream shut down'));
+    expect(ended).toMatchObject({ kind: 'shutdown', reason: 'gateway maintenance' });
     h.clock.advance(100);
     await h.gateway.waitForSession(
       (s) => s.state === 'connected' && s.sessionId !== first.sessionId,
     );
+  });
+
+  it('on Shutdown stops sending and waits for outstanding acks before half-closing', async () => {
+    await using h = await startHarness({ gateway: { holdAcks: true } });
+    for (let n = 1; n <= 3; n++) h.buffer.enqueue(stateItem(n));
+    await h.gateway.waitForStored('state', 3);
+    const session = await h.gateway.waitForSession();
+    h.gateway.sendShutdown(session.sessionId, 'rolling update');
+    await until(() => h.logs.lines.some((l) => l.msg === 'gateway requested shutdown'));
+    h.buffer.enqueue(stateItem(4));
+    // The grace period runs on the fake clock, so only the acks can end the wait.
+    await h.clock.waitForSleep((ms) => ms === 5000);
+    expect(h.gateway.sessions()[0]?.state).toBe('connected');
+    h.gateway.releaseAcks(session.sessionId);
+    await h.gateway.waitForSession((s) => s.state === 'closed');
+    expect(h.gateway.store.count('state')).toBe(3);
+    expect(h.buffer.stats()).toMatchObject({ pending: 1, inflight: 0 });
+    expect(h.stream.status().counters.settled).toBe(3);
   });
 
   it('answers a live query with a clear not-supported error', async () => {

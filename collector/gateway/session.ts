@@ -239,7 +239,8 @@ export class Session {
   /** Runs a loop; its failure ends the session (abort on session end is the normal exit). */
   #spawn(name: string, loop: () => Promise<void>): void {
     loop().catch((err: unknown) => {
-      if (this.#controller.signal.aborted) return;
+      // A Shutdown stops the drain on purpose; the shutdown path ends the session itself.
+      if (this.#controller.signal.aborted || this.#draining) return;
       this.#finish({ kind: 'lost', reason: `${name}: ${getErrorMessage(err)}`, accepted: true });
     });
   }
@@ -375,9 +376,10 @@ export class Session {
     const signal = AbortSignal.any([this.#controller.signal, this.#drainStop.signal]);
     const { buffer, settings } = this.#ctx;
     while (!signal.aborted) {
-      await this.#throttle(signal);
       if (this.#deliveryAcks) await this.#window.waitForRoom(settings.batchSize, signal);
       await buffer.waitForItems(signal);
+      // After the wait, so a round that finds items is the one that pauses.
+      await this.#throttle(signal);
       if (this.#draining) return;
       const room = this.#deliveryAcks
         ? 2 * settings.batchSize - this.#window.size
