@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { QueryErrorCode, QueryVerb, QueryView } from '../../proto/index.js';
+import { type AgentMessage, QueryErrorCode, QueryVerb, QueryView } from '../../proto/index.js';
 import {
   stateItem,
   startHarness,
@@ -60,6 +60,18 @@ describe('gateway stream handshake', () => {
     expect((error as Error).message).toContain('KUBEXA_TENANT_TOKEN');
     expect(h.clock.sleeps.filter((ms) => ms === 100)).toEqual([]);
     expect(h.stream.status().state).toBe('stopped');
+  });
+});
+
+describe('gateway stream protocol negotiation', () => {
+  it('stops for good when the gateway speaks no version we speak', async () => {
+    await using h = await startHarness({ gateway: { supportedProtoVersions: ['v2'] } });
+    const error: unknown = await h.stream.done.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(error).toMatchObject({ code: 'ERR_GATEWAY_PROTO_VERSION' });
+    expect((error as Error).message).toContain('upgrade the agent');
   });
 });
 
@@ -251,6 +263,43 @@ describe('gateway messages', () => {
     expect(h.gateway.store.count('state')).toBe(3);
     expect(h.buffer.stats()).toMatchObject({ pending: 1, inflight: 0 });
     expect(h.stream.status().counters.settled).toBe(3);
+  });
+
+  it('sends heartbeats with queue depth, status and cumulative counters', async () => {
+    await using h = await startHarness({
+      deps: {
+        sourceCounters: () => ({
+          truncatedLines: 7,
+          droppedTooOld: 1,
+          droppedFuture: 2,
+          droppedRateLimited: 3,
+        }),
+      },
+    });
+    const beats: AgentMessage[] = [];
+    h.gateway.events.on('message', (m) => {
+      if (m.payload?.$case === 'heartbeat') beats.push(m);
+    });
+    const session = await h.gateway.waitForSession();
+    await until(() => h.stream.status().state === 'ready', 'ready');
+    h.gateway.sendBackpressure(session.sessionId, { throttle: true, delayMs: 60_000 });
+    await until(() => h.logs.lines.some((l) => l.msg === 'gateway backpressure'), 'throttle');
+    h.buffer.enqueue(stateItem(1));
+    h.buffer.enqueue(stateItem(2));
+    await h.clock.waitForSleep((ms) => ms === 60_000);
+    h.clock.advance(30_000);
+    await until(() => beats.length === 1, 'heartbeat');
+    const beat = beats[0]?.payload;
+    expect(beat?.$case === 'heartbeat' && beat.value.health).toEqual({
+      queueDepth: '2',
+      droppedMessages: '0',
+      status: 'degraded',
+      truncatedLines: '7',
+      droppedTooOld: '1',
+      droppedFuture: '2',
+      droppedRateLimited: '3',
+    });
+    expect(beats[0]?.meta).toMatchObject({ clusterId: TEST_CLUSTER, agentId: TEST_AGENT });
   });
 
   it('answers a live query with a clear not-supported error', async () => {

@@ -446,9 +446,9 @@ export class Session {
   #heartbeat(): AgentMessage {
     const stats = this.#ctx.buffer.stats();
     const sources = this.#ctx.sourceCounters?.();
-    const dropped =
-      Object.values(stats.dropped).reduce((sum, n) => sum + n, 0) +
-      this.#ctx.counters.droppedAttempts;
+    // Items given up after maxAttempts are discarded through the buffer, so its drop counts
+    // already include them.
+    const dropped = Object.values(stats.dropped).reduce((sum, n) => sum + n, 0);
     const now = this.#ctx.clock.now();
     return {
       messageId: randomUUID(),
@@ -465,8 +465,7 @@ export class Session {
           timestampUnixMs: String(now),
           health: {
             queueDepth: String(stats.pending + stats.inflight),
-            // Discarded items are counted by the buffer too; count each once.
-            droppedMessages: String(dropped - this.#ctx.counters.droppedAttempts),
+            droppedMessages: String(dropped),
             status: this.#healthStatus(),
             truncatedLines: String(sources?.truncatedLines ?? 0),
             droppedTooOld: String(sources?.droppedTooOld ?? 0),
