@@ -9,6 +9,7 @@ import {
   TLS_FIXTURES,
   until,
 } from '../../test/helpers/gateway-harness.js';
+import { systemClock } from '../../shared/clock.js';
 import { GatewayFatalError } from './errors.js';
 
 describe('gateway stream handshake', () => {
@@ -348,5 +349,25 @@ describe('gateway stream TLS', () => {
     await until(() => h.stream.status().state === 'ready', 'ready');
     const warning = h.logs.lines.find((l) => l.msg.includes('insecure_skip_verify'));
     expect(warning?.level).toBe(50);
+  });
+});
+
+describe('gateway stream on the system clock', () => {
+  it('heartbeats, reconnects and delivers with real timers', async () => {
+    await using h = await startHarness({
+      deps: { clock: systemClock },
+      stream: { heartbeatIntervalMs: 20, reconnectInitialDelayMs: 10, reconnectMaxDelayMs: 20 },
+    });
+    const first = await h.gateway.waitForSession();
+    await h.gateway.waitForStored('heartbeat', 2);
+    h.gateway.kick(first.sessionId);
+    await h.gateway.waitForSession(
+      (s) => s.state === 'connected' && s.sessionId !== first.sessionId,
+    );
+    h.buffer.enqueue(stateItem(1));
+    await h.gateway.waitForStored('state', 1);
+    await until(() => h.buffer.stats().inflight === 0, 'settled');
+    await h.stream.close();
+    expect(h.stream.status().state).toBe('stopped');
   });
 });
