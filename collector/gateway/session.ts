@@ -91,6 +91,9 @@ export class Session {
   #accepted = false;
   #deliveryAcks = false;
   #throttleDelayMs = 0;
+  /** Set by a Shutdown: the drain takes nothing more. */
+  #draining = false;
+  readonly #drainStop = new AbortController();
   #handshakeReply: ((response: HandshakeResponse) => void) | undefined;
 
   constructor(options: SessionOptions, ctx: SessionContext) {
@@ -368,9 +371,6 @@ export class Session {
   }
 
   // ---- agent -> gateway ----
-
-  #draining = false;
-  readonly #drainStop = new AbortController();
 
   async #drainLoop(): Promise<void> {
     const signal = AbortSignal.any([this.#controller.signal, this.#drainStop.signal]);
