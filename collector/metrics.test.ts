@@ -1,28 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { BufferStats } from './buffer/types.js';
+import { bufferStats as stats } from '../test/helpers/buffer-stats.js';
 import { createCollectorMetrics, type ConnectionState } from './metrics.js';
-
-function stats(overrides: Partial<BufferStats>): BufferStats {
-  return {
-    memory: { depth: 0, bytes: 0 },
-    disk: { depth: 0, bytes: 0 },
-    pending: 0,
-    inflight: 0,
-    spilled: 0,
-    replayed: 0,
-    recovered: 0,
-    dropped: {
-      overflow_log: 0,
-      overflow_metric: 0,
-      overflow_state: 0,
-      too_large: 0,
-      disk_error: 0,
-      discarded: 0,
-      closed: 0,
-    },
-    ...overrides,
-  };
-}
 
 describe('collector metrics', () => {
   it('reads live values at scrape time and counts drops by reason', async () => {

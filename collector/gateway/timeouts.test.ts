@@ -2,6 +2,7 @@ import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { AgentServiceService } from '../../proto/index.js';
+import { bufferStats } from '../../test/helpers/buffer-stats.js';
 import { FakeClock } from '../../test/helpers/fake-clock.js';
 import { captureLogs, until } from '../../test/helpers/gateway-harness.js';
 import { GatewayStream, type GatewayStreamOptions } from './gateway-stream.js';
@@ -19,24 +20,7 @@ const emptyBuffer: GatewayBuffer = {
         reject(new Error('aborted'));
       });
     }),
-  stats: () => ({
-    memory: { depth: 0, bytes: 0 },
-    disk: { depth: 0, bytes: 0 },
-    pending: 0,
-    inflight: 0,
-    spilled: 0,
-    replayed: 0,
-    recovered: 0,
-    dropped: {
-      overflow_log: 0,
-      overflow_metric: 0,
-      overflow_state: 0,
-      too_large: 0,
-      disk_error: 0,
-      discarded: 0,
-      closed: 0,
-    },
-  }),
+  stats: () => bufferStats(),
 };
 
 function options(
