@@ -1,9 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
-// Three projects, all run by `npm test`:
+// Four projects, all run by `npm test`:
 //   unit        pure logic and components on real sockets and temp dirs, colocated *.test.ts
 //   chart       the real helm binaries over the chart (test/chart)
 //   integration the real API server harness, started once for the run (test/integration)
+//   e2e         the demo gateway's web UI in headless Chromium (test/e2e; needs `chromium`)
 export default defineConfig({
   test: {
     reporters: ['default', './test/helpers/summary-reporter.ts'],
@@ -33,6 +34,15 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 150_000,
           hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          // A browser start on two busy cores can take a while; nothing here measures time.
+          testTimeout: 120_000,
+          hookTimeout: 60_000,
         },
       },
     ],
