@@ -292,6 +292,63 @@ describe('DurableBuffer overflow policy', () => {
   });
 });
 
+describe('DurableBuffer releases', () => {
+  function watchReleases(buffer: DurableBuffer): number[] {
+    const released: number[] = [];
+    buffer.onRelease((ids) => {
+      released.push(...ids.map((id) => Number(id.slice(2))));
+    });
+    return released;
+  }
+
+  it('releases items when they are spilled to disk, not while only in memory', () => {
+    const dir = tempDir();
+    const { buffer } = openBuffer(dir);
+    const released = watchReleases(buffer);
+    enqueueRange(buffer, 0, 10);
+    expect(released).toEqual([]);
+    enqueueRange(buffer, 10, 12);
+    expect(released.length).toBeGreaterThan(0);
+    expect(released).toEqual(range(0, released.length));
+  });
+
+  it('releases acked memory items, and every memory item flushed by close()', async () => {
+    const dir = tempDir();
+    const { buffer } = openBuffer(dir);
+    const released = watchReleases(buffer);
+    enqueueRange(buffer, 0, 4);
+    buffer.ack(buffer.take(2).map((item) => item.id));
+    expect(released).toEqual([0, 1]);
+    await buffer.close();
+    expect(released.sort((a, b) => a - b)).toEqual([0, 1, 2, 3]);
+  });
+
+  it('releases items the overflow policy drops from memory, and stops after unsubscribe', () => {
+    const dir = tempDir();
+    const { buffer } = openBuffer(dir, { maxDiskBytes: 5 * ITEM });
+    const released = watchReleases(buffer);
+    enqueueRange(buffer, 0, 30);
+    expect(buffer.stats().dropped.overflow_log).toBeGreaterThan(0);
+    // Every id that left memory (spilled or dropped) was released; none twice here.
+    expect(new Set(released).size).toBe(released.length);
+    expect(released.length).toBeGreaterThanOrEqual(buffer.stats().dropped.overflow_log);
+    const off = buffer.onRelease(() => {
+      throw new Error('must not be called');
+    });
+    off();
+    enqueueRange(buffer, 30, 40);
+  });
+
+  it('does not release an item dropped at enqueue after close', async () => {
+    const dir = tempDir();
+    const { buffer } = openBuffer(dir);
+    const released = watchReleases(buffer);
+    await buffer.close();
+    enqueueRange(buffer, 0, 1);
+    expect(released).toEqual([]);
+  });
+});
+
 describe('DurableBuffer unreadable database', () => {
   function movedAside(dir: TempDir): string[] {
     return readdirSync(dir.path).filter((f) => f.includes('.corrupt-'));

@@ -15,6 +15,7 @@ import {
   type BufferStats,
   type DropReason,
   type ItemKind,
+  type ReleaseListener,
 } from './types.js';
 
 /** An item handed out or returned: its payload stays in memory, or (undefined) on disk. */
@@ -75,6 +76,7 @@ export class DurableBuffer implements AsyncDisposable {
     number
   >;
   #waiters: (() => void)[] = [];
+  readonly #releaseListeners = new Set<ReleaseListener>();
   #closed: Promise<void> | undefined;
 
   constructor(options: BufferOptions, deps: BufferDeps) {
@@ -140,12 +142,12 @@ export class DurableBuffer implements AsyncDisposable {
   /** Settles items by id; unknown ids are ignored. Returns how many were settled. */
   ack(ids: Iterable<string>): number {
     const diskSeqs: number[] = [];
-    let settled = 0;
+    const settled: string[] = [];
     for (const id of ids) {
       const held = this.#inflight.get(id);
       if (!held) continue;
       this.#inflight.delete(id);
-      settled++;
+      settled.push(id);
       if (held.payload === undefined) {
         diskSeqs.push(held.seq);
         this.#forgetDiskRow(held.bytes);
@@ -158,7 +160,8 @@ export class DurableBuffer implements AsyncDisposable {
       // A failed delete only means redelivery after a restart (the gateway dedups by id).
       this.#withDisk(() => this.#store.delete(diskSeqs));
     }
-    return settled;
+    this.#release(settled);
+    return settled.length;
   }
 
   /** Settles in-flight items without delivery (e.g. attempts exhausted), counted as dropped. */
@@ -206,6 +209,18 @@ export class DurableBuffer implements AsyncDisposable {
     });
   }
 
+  /**
+   * Subscribes to releases: ids whose producer never needs to resend them, because the item
+   * is committed to disk (a spill, or the flush in close()), acknowledged, or dropped by the
+   * overflow policy. A producer that checkpoints its input (the pod log source) advances its
+   * checkpoint only on release, so a crash never skips an item held only in memory. An id may
+   * be released more than once (spilled, then acked). Returns the unsubscribe function.
+   */
+  onRelease(listener: ReleaseListener): () => void {
+    this.#releaseListeners.add(listener);
+    return () => this.#releaseListeners.delete(listener);
+  }
+
   stats(): BufferStats {
     return {
       memory: { depth: this.#memoryDepth, bytes: this.#memoryBytes },
@@ -233,6 +248,7 @@ export class DurableBuffer implements AsyncDisposable {
       try {
         this.#store.insert(rows);
         this.#countSpilled(rows.length);
+        this.#release(rows.map((row) => row.id));
       } catch (err: unknown) {
         this.#logger.error({ err, items: rows.length }, 'could not flush memory to disk on close');
         this.#drop('disk_error', rows.length);
@@ -340,6 +356,7 @@ export class DurableBuffer implements AsyncDisposable {
     for (const item of evicted) this.#memoryBytes -= item.bytes;
     this.#memoryDepth -= evicted.length;
     this.#reportOverflow(kind, evicted.length, 'memory');
+    this.#release(evicted.map((item) => item.id));
   }
 
   #reportOverflow(kind: ItemKind, count: number, tier: 'disk' | 'memory'): void {
@@ -368,6 +385,7 @@ export class DurableBuffer implements AsyncDisposable {
     this.#diskRows += rows.length;
     this.#diskPending += rows.length;
     this.#countSpilled(rows.length);
+    this.#release(rows.map((row) => row.id));
   }
 
   // ---- taking ----
@@ -487,6 +505,17 @@ export class DurableBuffer implements AsyncDisposable {
     if (count <= 0) return;
     this.#dropped[reason] += count;
     this.#counters.dropped(reason, count);
+  }
+
+  #release(ids: readonly string[]): void {
+    if (ids.length === 0) return;
+    for (const listener of this.#releaseListeners) {
+      try {
+        listener(ids);
+      } catch (err: unknown) {
+        this.#logger.error({ err }, 'release listener failed');
+      }
+    }
   }
 
   #notify(): void {

@@ -87,3 +87,6 @@ export const ITEM_OVERHEAD_BYTES = 32;
 export function itemBytes(item: BufferItem): number {
   return item.payload.byteLength + item.id.length + ITEM_OVERHEAD_BYTES;
 }
+
+/** Receives the ids of items their producer never needs to resend (see DurableBuffer.onRelease). */
+export type ReleaseListener = (ids: readonly string[]) => void;
