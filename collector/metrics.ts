@@ -14,6 +14,29 @@ export interface CollectorMetricSources {
   /** Unix milliseconds of the last heartbeat sent, or undefined before the first. */
   lastHeartbeatAt(): number | undefined;
   now(): number;
+  /**
+   * Cumulative gateway stream counters. When given, the reconnects, sent and acked counters
+   * follow them at scrape time (the stream counts, the registry only reports).
+   */
+  streamCounters?(): StreamCounterValues;
+}
+
+export interface StreamCounterValues {
+  readonly reconnects: number;
+  readonly sent: number;
+  /** Settled items: acked by the gateway, or sent to a gateway without acks. */
+  readonly settled: number;
+}
+
+/** A counter's collect() that adds what a cumulative source gained since the last scrape. */
+function follow(read: (() => number) | undefined): (this: Counter) => void {
+  let seen = 0;
+  return function collect(this: Counter) {
+    if (read === undefined) return;
+    const value = read();
+    if (value > seen) this.inc(value - seen);
+    seen = Math.max(seen, value);
+  };
 }
 
 export interface CollectorMetrics {
@@ -35,6 +58,7 @@ export function createCollectorMetrics(
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'kubexa_collector_' });
   const registers = [registry];
+  const stream = sources.streamCounters?.bind(sources);
 
   new Gauge({
     name: 'kubexa_collector_info',
@@ -116,16 +140,19 @@ export function createCollectorMetrics(
       name: 'kubexa_collector_gateway_reconnects_total',
       help: 'Gateway stream reconnect attempts.',
       registers,
+      collect: follow(stream && (() => stream().reconnects)),
     }),
     sent: new Counter({
       name: 'kubexa_collector_gateway_sent_items_total',
       help: 'Items written to the gateway stream.',
       registers,
+      collect: follow(stream && (() => stream().sent)),
     }),
     acked: new Counter({
       name: 'kubexa_collector_gateway_acked_items_total',
       help: 'Items the gateway acknowledged.',
       registers,
+      collect: follow(stream && (() => stream().settled)),
     }),
     recordDrop(reason, count) {
       dropped.inc({ reason }, count);

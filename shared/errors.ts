@@ -1,6 +1,15 @@
 /** Stable error codes: Node core's ERR_* style, one per outcome a caller must treat differently. */
 export type ErrorCode =
-  'ERR_CONFIG_INVALID' | 'ERR_GATE_DISABLED' | 'ERR_POLICY_DENIED' | 'ERR_EXECUTOR_UNAVAILABLE';
+  | 'ERR_CONFIG_INVALID'
+  | 'ERR_GATE_DISABLED'
+  | 'ERR_POLICY_DENIED'
+  | 'ERR_EXECUTOR_UNAVAILABLE'
+  /** The gateway refused our credentials (gRPC UNAUTHENTICATED): fix the tenant token. */
+  | 'ERR_GATEWAY_UNAUTHENTICATED'
+  /** The address does not serve agent.v1.AgentService (gRPC UNIMPLEMENTED). */
+  | 'ERR_GATEWAY_UNIMPLEMENTED'
+  /** No protocol version in common with the gateway: upgrade the agent. */
+  | 'ERR_GATEWAY_PROTO_VERSION';
 
 /** The base of every error the agent throws on purpose; `code` is what callers branch on. */
 export class AgentError extends Error {

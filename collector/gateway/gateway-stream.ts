@@ -54,6 +54,13 @@ export interface StreamStatus {
   readonly readySince: number | undefined;
   readonly consecutiveFailures: number;
   readonly counters: Readonly<StreamCounters>;
+  /**
+   * Clock time since which the stream has not been ready (since start, or since the last ready
+   * session ended); undefined while ready or before start. Readiness checks apply a grace to it.
+   */
+  readonly notReadySince: number | undefined;
+  /** Clock time the last heartbeat was written; undefined before the first. */
+  readonly lastHeartbeatAt: number | undefined;
 }
 
 /**
@@ -87,6 +94,8 @@ export class GatewayStream implements Service, AsyncDisposable {
   #sessionId: string | undefined;
   #deliveryAcks = false;
   #readySince: number | undefined;
+  #notReadySince: number | undefined;
+  #lastHeartbeatAt: number | undefined;
   #run: Promise<void> | undefined;
   #closed: Promise<void> | undefined;
   #resolveDone!: () => void;
@@ -117,6 +126,7 @@ export class GatewayStream implements Service, AsyncDisposable {
   /** Returns at once: the buffer absorbs data while the stream connects in the background. */
   start(signal: AbortSignal): Promise<void> {
     if (this.#run) return Promise.resolve();
+    this.#notReadySince = this.#clock.now();
     if (signal.aborted) this.#controller.abort();
     else signal.addEventListener('abort', () => void this.close(), { once: true });
     this.#run = this.#loop().then(
@@ -160,6 +170,8 @@ export class GatewayStream implements Service, AsyncDisposable {
       readySince: this.#readySince,
       consecutiveFailures: this.#backoff.attempt,
       counters: { ...this.#counters },
+      notReadySince: this.#notReadySince,
+      lastHeartbeatAt: this.#lastHeartbeatAt,
     };
   }
 
@@ -244,6 +256,9 @@ export class GatewayStream implements Service, AsyncDisposable {
           this.#setState('ready');
           this.#logger.info({ sessionId, deliveryAcks }, 'gateway stream connected');
         },
+        onHeartbeat: () => {
+          this.#lastHeartbeatAt = this.#clock.now();
+        },
       },
     );
   }
@@ -263,6 +278,8 @@ export class GatewayStream implements Service, AsyncDisposable {
   }
 
   #setState(state: StreamState): void {
+    if (state === 'ready') this.#notReadySince = undefined;
+    else if (this.#state === 'ready') this.#notReadySince = this.#clock.now();
     this.#state = state;
   }
 }

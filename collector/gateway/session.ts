@@ -57,6 +57,8 @@ export interface SessionContext {
   readonly queryHandler: QueryHandler;
   /** Called once the handshake is accepted. */
   readonly onReady: (info: { sessionId: string; deliveryAcks: boolean }) => void;
+  /** Called after each heartbeat is written. */
+  readonly onHeartbeat?: () => void;
 }
 
 /** A throttle with no delay still has to slow something: 1 s per drain round. */
@@ -440,6 +442,7 @@ export class Session {
       if (!slept) continue;
       await this.#write(AgentMessage.encode(this.#heartbeat()).finish());
       this.#ctx.counters.heartbeats++;
+      this.#ctx.onHeartbeat?.();
     }
   }
 

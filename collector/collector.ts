@@ -1,0 +1,275 @@
+// The collector's wiring: builds the buffer, the gateway stream, the sources and the health
+// server from the loaded config and returns them as Services in start order. No process access
+// and no logic of its own beyond mapping config keys and readiness rules; collector/main.ts
+// owns argv, env, signals and the exit code.
+import { join } from 'node:path';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../shared/clock.js';
+import type { Config } from '../shared/config/schema.js';
+import { getErrorMessage } from '../shared/errors.js';
+import type { Service } from '../shared/lifecycle/service.js';
+import { AGENT_VERSION } from '../shared/version.js';
+import { DurableBuffer } from './buffer/durable-buffer.js';
+import { GatewayStream, type StreamStatus } from './gateway/gateway-stream.js';
+import {
+  createHealthServer,
+  type ComponentHealth,
+  type HealthServer,
+  type ReadinessCheck,
+} from './health/health-server.js';
+import { parseListenAddress } from './health/listen-address.js';
+import { createCollectorMetrics, type CollectorMetrics, type ConnectionState } from './metrics.js';
+import type { Source } from './sources/source.js';
+
+/** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
+export const GATEWAY_READY_GRACE_MS = 30_000;
+/** /readyz is unhealthy once the buffer holds more than this share of its byte capacity. */
+export const QUEUE_UNHEALTHY_RATIO = 0.9;
+const CHECK_TIMEOUT_MS = 2000;
+/** The spill file inside buffer.spill_dir. */
+export const BUFFER_FILE = 'buffer.db';
+
+/** Who this collector is, resolved by main.ts before wiring. */
+export interface CollectorIdentity {
+  /** UID of the kube-system namespace. */
+  readonly clusterId: string;
+  readonly agentId: string;
+}
+
+/** The one Kubernetes call the wiring itself makes: the readiness probe of API access. */
+export interface ClusterProbe {
+  /** Lists namespaces with limit 1; rejects when the API server does not answer us. */
+  listOneNamespace(): Promise<void>;
+}
+
+export interface CollectorDeps {
+  readonly logger: Logger;
+  /** Client configuration for the sources (in-cluster, or a kubeconfig). */
+  readonly kube: KubeConfig;
+  /** Defaults to a probe built from `kube`. */
+  readonly cluster?: ClusterProbe;
+  readonly clock?: Clock;
+}
+
+export interface Collector {
+  /** In start order; startServices() closes them in reverse. */
+  readonly services: readonly Service[];
+  readonly stream: GatewayStream;
+  readonly buffer: DurableBuffer;
+  readonly health: HealthServer;
+  readonly metrics: CollectorMetrics;
+  /** Rejects with a GatewayFatalError when the stream stops for good. */
+  readonly done: Promise<void>;
+}
+
+/** The probe the readiness check uses, on the collector's own credentials. */
+export function createClusterProbe(kube: KubeConfig): ClusterProbe {
+  const core = kube.makeApiClient(CoreV1Api);
+  return {
+    async listOneNamespace() {
+      await core.listNamespace({ limit: 1 });
+    },
+  };
+}
+
+/** Reads the kube-system namespace's UID, the cluster id every gateway session reports. */
+export async function readClusterId(kube: KubeConfig): Promise<string> {
+  const namespace = await kube.makeApiClient(CoreV1Api).readNamespace({ name: 'kube-system' });
+  const uid = namespace.metadata?.uid;
+  if (uid === undefined || uid === '') throw new Error('the kube-system namespace has no uid');
+  return uid;
+}
+
+/**
+ * Where the buffer's second tier lives: a file in buffer.spill_dir, or, with spill_dir empty,
+ * an in-memory SQLite database (same caps, nothing survives a restart).
+ */
+export function bufferPath(spillDir: string): string {
+  return spillDir === '' ? ':memory:' : join(spillDir, BUFFER_FILE);
+}
+
+export function createCollector(
+  config: Config,
+  identity: CollectorIdentity,
+  deps: CollectorDeps,
+): Collector {
+  const logger = deps.logger;
+  const clock = deps.clock ?? systemClock;
+  // The gauges read the buffer and the stream at scrape time, after both exist.
+  const metrics = createCollectorMetrics(
+    {
+      bufferStats: () => buffer.stats(),
+      connectionState: () => connectionState(stream.status()),
+      lastHeartbeatAt: () => stream.status().lastHeartbeatAt,
+      now: () => clock.now(),
+      streamCounters: () => stream.status().counters,
+    },
+    { version: AGENT_VERSION, clusterId: identity.clusterId, agentId: identity.agentId },
+  );
+  const buffer = new DurableBuffer(
+    {
+      path: bufferPath(config.buffer.spill_dir),
+      maxMemoryBytes: config.buffer.max_memory_bytes,
+      maxDiskBytes: config.buffer.max_disk_bytes,
+    },
+    {
+      logger,
+      counters: {
+        spilled: (n) => {
+          metrics.spilled.inc(n);
+        },
+        replayed: (n) => {
+          metrics.replayed.inc(n);
+        },
+        dropped: (reason, n) => {
+          metrics.recordDrop(reason, n);
+        },
+      },
+    },
+  );
+  const capacityBytes = config.buffer.max_memory_bytes + config.buffer.max_disk_bytes;
+  const { gateway, collect } = config;
+  const stream = new GatewayStream(
+    {
+      address: gateway.address,
+      tls: gateway.tls,
+      ...(gateway.ca_cert_path === '' ? {} : { caCertPath: gateway.ca_cert_path }),
+      insecureSkipVerify: gateway.insecure_skip_verify,
+      dialTimeoutMs: gateway.dial_timeout,
+      handshakeTimeoutMs: gateway.handshake_timeout,
+      reconnectInitialDelayMs: gateway.reconnect_initial_delay,
+      reconnectMaxDelayMs: gateway.reconnect_max_delay,
+      batchSize: config.buffer.batch_size,
+      flushIntervalMs: config.buffer.flush_interval,
+      bufferCapacityBytes: capacityBytes,
+      identity: {
+        tenantToken: config.agent.tenant_token,
+        agentVersion: AGENT_VERSION,
+        clusterId: identity.clusterId,
+        agentId: identity.agentId,
+        capabilities: {
+          logs: collect.logs.enabled,
+          state: collect.state.enabled,
+          metrics: collect.metrics.enabled,
+        },
+      },
+    },
+    { logger, buffer, clock },
+  );
+
+  // Every data source, in start order; each writes into the buffer through the Sink contract.
+  // Each collector issue adds its line here, e.g.
+  //   createPodLogSource(config.collect.logs, { logger, kube: deps.kube, sink: buffer }),
+  const sources: Source[] = [];
+  const lifecycle = lifecycleService();
+  const cluster = deps.cluster ?? createClusterProbe(deps.kube);
+  const checks: ReadinessCheck[] = [
+    lifecycle.check,
+    { name: 'gateway', check: () => gatewayHealth(stream.status(), clock.now()) },
+    { name: 'queue', check: () => queueHealth(buffer, capacityBytes) },
+    {
+      name: 'kubernetes',
+      check: async () => {
+        await cluster.listOneNamespace();
+        return { state: 'ok' };
+      },
+    },
+    ...sources.map((source) => ({
+      name: `source:${source.name}`,
+      check: (): ComponentHealth =>
+        source.up() ? { state: 'ok' } : { state: 'unhealthy', reason: 'not up' },
+    })),
+  ];
+  const health = createHealthServer(
+    {
+      health: parseListenAddress(config.observability.health_addr, 'observability.health_addr'),
+      metrics: parseListenAddress(config.observability.metrics_addr, 'observability.metrics_addr'),
+      checkTimeoutMs: CHECK_TIMEOUT_MS,
+    },
+    { logger, registry: metrics.registry, checks, now: () => clock.now() },
+  );
+  const bufferService: Service = {
+    name: 'buffer',
+    start: () => Promise.resolve(),
+    // After the stream has closed (its in-flight items are back in the buffer): writes every
+    // item held only in memory to disk.
+    close: () => buffer.close(),
+  };
+  // Closed in reverse: readiness turns false, sources stop, the stream half-closes and returns
+  // its in-flight items, the buffer flushes to disk, and the health server goes last.
+  const services: Service[] = [health, bufferService, stream, ...sources, lifecycle.service];
+  return { services, stream, buffer, health, metrics, done: stream.done };
+}
+
+/** The last service started and the first closed: /readyz says "shutting down" from then on. */
+function lifecycleService(): { service: Service; check: ReadinessCheck } {
+  let phase: 'starting' | 'running' | 'stopping' = 'starting';
+  return {
+    service: {
+      name: 'readiness',
+      start: () => {
+        if (phase === 'starting') phase = 'running';
+        return Promise.resolve();
+      },
+      close: () => {
+        phase = 'stopping';
+        return Promise.resolve();
+      },
+    },
+    check: {
+      name: 'lifecycle',
+      check: () =>
+        phase === 'running'
+          ? { state: 'ok' }
+          : { state: 'unhealthy', reason: phase === 'starting' ? 'starting' : 'shutting down' },
+    },
+  };
+}
+
+export function connectionState(status: StreamStatus): ConnectionState {
+  switch (status.state) {
+    case 'ready':
+      return 'connected';
+    case 'backoff':
+      return 'backoff';
+    case 'stopped':
+      return 'stopped';
+    case 'idle':
+    case 'connecting':
+    case 'handshaking':
+      return 'connecting';
+  }
+}
+
+/** Ready, or not ready for less than the grace period (a reconnect in progress). */
+export function gatewayHealth(status: StreamStatus, now: number): ComponentHealth {
+  if (status.state === 'ready') return { state: 'ok' };
+  if (status.state === 'stopped') return { state: 'unhealthy', reason: 'gateway stream stopped' };
+  const since = status.notReadySince ?? now;
+  const seconds = Math.round((now - since) / 1000);
+  const failures = status.consecutiveFailures;
+  const reason = `not connected for ${seconds} s (${status.state}, ${failures} consecutive failures)`;
+  return now - since > GATEWAY_READY_GRACE_MS
+    ? { state: 'unhealthy', reason }
+    : { state: 'ok', reason: `${reason}; within the ${GATEWAY_READY_GRACE_MS / 1000} s grace` };
+}
+
+export function queueHealth(
+  buffer: Pick<DurableBuffer, 'stats'>,
+  capacityBytes: number,
+): ComponentHealth {
+  const { memory, disk } = buffer.stats();
+  const used = memory.bytes + disk.bytes;
+  if (used <= QUEUE_UNHEALTHY_RATIO * capacityBytes) return { state: 'ok' };
+  const percent = Math.round((100 * used) / capacityBytes);
+  return {
+    state: 'unhealthy',
+    reason: `buffer ${percent}% full (${used} of ${capacityBytes} bytes): the gateway is not keeping up`,
+  };
+}
+
+/** For log lines: the error text of a failed Kubernetes call, without the request. */
+export function describeKubeError(err: unknown): string {
+  return getErrorMessage(err).split('\n')[0] ?? 'unknown error';
+}
