@@ -78,6 +78,17 @@ function stateItem(n: number, name: string): BufferItem {
   return { id, kind: 'state', payload: AgentMessage.encode(payload).finish() };
 }
 
+/** Resolves after the page has polled the gateway `count` more times. */
+async function nextRefreshes(page: Page, count: number): Promise<void> {
+  const live = page.locator('#live');
+  const now = Number(await live.getAttribute('data-refreshes'));
+  await page.waitForFunction(
+    `Number(document.getElementById('live').dataset.refreshes) >= ${now + count}`,
+    undefined,
+    { timeout: UI_WAIT_MS },
+  );
+}
+
 describe('demo gateway web UI in headless Chromium', () => {
   let harness: Harness;
   let page: Page;
@@ -155,10 +166,19 @@ describe('demo gateway web UI in headless Chromium', () => {
     await row.locator('.status-healthy', { hasText: 'queue 0' }).waitFor({ timeout: UI_WAIT_MS });
     expect(await row.locator('td[data-field="acks"]').textContent()).toBe('on');
 
+    // Refreshes update the row in place: the buttons survive them, so no click is lost to one.
+    const throttle = row.getByRole('button', { name: /Throttle/ });
+    await page.evaluate(
+      `document.querySelector('#sessions tr[data-session-id="${session.sessionId}"] button').dataset.e2eMark = 'kept'`,
+    );
+    expect(await row.locator('button[data-e2e-mark="kept"]').count()).toBe(1);
+    await nextRefreshes(page, 2);
+    expect(await row.locator('button[data-e2e-mark="kept"]').count()).toBe(1);
+
     // Throttle from the page: the Backpressure signal reaches the agent, which reports itself
     // degraded in its next heartbeat, and the page shows that.
     const receivedBefore = harness.stream.status().counters.received;
-    await row.getByRole('button', { name: /Throttle/ }).click();
+    await throttle.click();
     await until(
       () =>
         harness.logs.lines.some(
