@@ -1,0 +1,170 @@
+// Checkpoints in SQLite, per container instance (pod UID, container, restart count): the
+// position of the last line whose batch the buffer has released (on disk, acked or dropped),
+// plus the "intents": batches handed to the buffer and not yet released, with their ids and end
+// positions. After a crash the source re-reads from the checkpoint and cuts the same batches
+// under the same ids, so the gateway's dedup by message_id absorbs whatever was delivered.
+import Database from 'better-sqlite3';
+import type { LinePosition } from './joiner.js';
+
+/** A container instance: a restart is a new instance with its own log. */
+export interface ContainerInstance {
+  readonly podUid: string;
+  readonly container: string;
+  readonly restartCount: number;
+}
+
+export interface InstanceMeta {
+  readonly namespace: string;
+  readonly podName: string;
+}
+
+/** A batch handed to the buffer whose release has not been recorded yet. */
+export interface Intent {
+  readonly messageId: string;
+  readonly end: LinePosition;
+}
+
+export interface SavedCheckpoint {
+  readonly position: LinePosition | undefined;
+  readonly intents: readonly Intent[];
+}
+
+export interface CheckpointStore {
+  load(instance: ContainerInstance): SavedCheckpoint;
+  /** Records batches about to be enqueued, in one transaction. */
+  recordIntents(
+    entries: readonly { instance: ContainerInstance; meta: InstanceMeta; intent: Intent }[],
+  ): void;
+  /** Moves checkpoints forward (never back) and forgets the released intents, in one transaction. */
+  advance(
+    entries: readonly {
+      instance: ContainerInstance;
+      meta: InstanceMeta;
+      position: LinePosition;
+      released: readonly string[];
+    }[],
+  ): void;
+  /** Marks every instance of a pod as deleted at `atMs` (cleanup starts after the grace period). */
+  markPodDeleted(podUid: string, atMs: number): void;
+  /** Deletes checkpoints and intents of pods deleted before `cutoffMs`; returns how many rows. */
+  sweep(cutoffMs: number): number;
+  /** Instances with a checkpoint that belong to none of `livePodUids` (for cleanup on relist). */
+  podUids(): string[];
+  close(): void;
+}
+
+const SCHEMA_VERSION = 1;
+
+/** Opens (creating) the checkpoint database; `synchronous=FULL` so a commit survives power loss. */
+export function openCheckpointStore(path: string, nowMs: () => number): CheckpointStore {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  const version = db.pragma('user_version', { simple: true }) as number;
+  if (version !== 0 && version !== SCHEMA_VERSION) {
+    db.close();
+    throw new Error(`checkpoint database ${path} has unknown schema version ${String(version)}`);
+  }
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS checkpoints (
+      pod_uid TEXT NOT NULL, container TEXT NOT NULL, restart_count INTEGER NOT NULL,
+      namespace TEXT NOT NULL, pod_name TEXT NOT NULL,
+      sec INTEGER NOT NULL, nanos INTEGER NOT NULL, count INTEGER NOT NULL,
+      updated_at_ms INTEGER NOT NULL, deleted_at_ms INTEGER,
+      PRIMARY KEY (pod_uid, container, restart_count)
+    );
+    CREATE TABLE IF NOT EXISTS intents (
+      pod_uid TEXT NOT NULL, container TEXT NOT NULL, restart_count INTEGER NOT NULL,
+      message_id TEXT NOT NULL, sec INTEGER NOT NULL, nanos INTEGER NOT NULL, count INTEGER NOT NULL,
+      PRIMARY KEY (pod_uid, container, restart_count, message_id)
+    );
+  `);
+  db.pragma(`user_version = ${String(SCHEMA_VERSION)}`);
+
+  const key = (i: ContainerInstance): [string, string, number] => [
+    i.podUid,
+    i.container,
+    i.restartCount,
+  ];
+  const selectCheckpoint = db.prepare<[string, string, number], LinePosition>(
+    'SELECT sec, nanos, count FROM checkpoints WHERE pod_uid = ? AND container = ? AND restart_count = ?',
+  );
+  const selectIntents = db.prepare<
+    [string, string, number],
+    { message_id: string; sec: number; nanos: number; count: number }
+  >(
+    'SELECT message_id, sec, nanos, count FROM intents WHERE pod_uid = ? AND container = ? AND restart_count = ? ORDER BY sec, nanos, count',
+  );
+  const insertIntent = db.prepare('INSERT OR REPLACE INTO intents VALUES (?, ?, ?, ?, ?, ?, ?)');
+  const deleteIntent = db.prepare(
+    'DELETE FROM intents WHERE pod_uid = ? AND container = ? AND restart_count = ? AND message_id = ?',
+  );
+  // Forward only: a late or repeated release never moves a checkpoint back.
+  const upsert = db.prepare(`
+    INSERT INTO checkpoints VALUES (@podUid, @container, @restartCount, @namespace, @podName,
+      @sec, @nanos, @count, @now, NULL)
+    ON CONFLICT (pod_uid, container, restart_count) DO UPDATE SET
+      sec = excluded.sec, nanos = excluded.nanos, count = excluded.count,
+      updated_at_ms = excluded.updated_at_ms
+    WHERE (excluded.sec, excluded.nanos, excluded.count) > (checkpoints.sec, checkpoints.nanos, checkpoints.count)
+  `);
+  const markDeleted = db.prepare(
+    'UPDATE checkpoints SET deleted_at_ms = ? WHERE pod_uid = ? AND deleted_at_ms IS NULL',
+  );
+  const expired = db.prepare<[number], { pod_uid: string }>(
+    'SELECT DISTINCT pod_uid FROM checkpoints WHERE deleted_at_ms IS NOT NULL AND deleted_at_ms < ?',
+  );
+  const deletePodCheckpoints = db.prepare('DELETE FROM checkpoints WHERE pod_uid = ?');
+  const deletePodIntents = db.prepare('DELETE FROM intents WHERE pod_uid = ?');
+  const allPods = db.prepare<[], { pod_uid: string }>('SELECT DISTINCT pod_uid FROM checkpoints');
+
+  return {
+    load(instance) {
+      const position = selectCheckpoint.get(...key(instance));
+      const intents = selectIntents.all(...key(instance)).map((row) => ({
+        messageId: row.message_id,
+        end: { sec: row.sec, nanos: row.nanos, count: row.count },
+      }));
+      return { position, intents };
+    },
+    recordIntents: db.transaction((entries: Parameters<CheckpointStore['recordIntents']>[0]) => {
+      for (const { instance, intent } of entries) {
+        const { sec, nanos, count } = intent.end;
+        insertIntent.run(...key(instance), intent.messageId, sec, nanos, count);
+      }
+    }),
+    advance: db.transaction((entries: Parameters<CheckpointStore['advance']>[0]) => {
+      const now = nowMs();
+      for (const { instance, meta, position, released } of entries) {
+        upsert.run({ ...instance, ...meta, ...position, now });
+        for (const id of released) deleteIntent.run(...key(instance), id);
+      }
+    }),
+    markPodDeleted(podUid, atMs) {
+      markDeleted.run(atMs, podUid);
+    },
+    sweep: db.transaction((cutoffMs: number) => {
+      let rows = 0;
+      for (const { pod_uid: podUid } of expired.all(cutoffMs)) {
+        rows += deletePodCheckpoints.run(podUid).changes;
+        rows += deletePodIntents.run(podUid).changes;
+      }
+      return rows;
+    }),
+    podUids: () => allPods.all().map((row) => row.pod_uid),
+    close() {
+      db.close();
+    },
+  };
+}
+
+/** A store that keeps nothing: checkpoint_dir is empty, restarts start from tail_lines. */
+export const memoryOnlyCheckpoints: CheckpointStore = {
+  load: () => ({ position: undefined, intents: [] }),
+  recordIntents: () => undefined,
+  advance: () => undefined,
+  markPodDeleted: () => undefined,
+  sweep: () => 0,
+  podUids: () => [],
+  close: () => undefined,
+};

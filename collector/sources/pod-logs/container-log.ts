@@ -1,0 +1,259 @@
+// One container instance's path from lines to batches: positions, resume skipping, joining,
+// limits, batch cutting at the same boundaries after a crash (intents), and the release
+// bookkeeping that moves its checkpoint only over batches the buffer has released.
+import { createHash } from 'node:crypto';
+import type { LogEntry } from '../../../proto/index.js';
+import { Joiner, type LinePosition, type LogRecord } from './joiner.js';
+import type { SplitLine } from './line-splitter.js';
+import { compareLineTime, lineTimeToMs, lineTimeToNs, type LineTime } from './line-time.js';
+import { parseLine } from './parse-line.js';
+import { TokenBucket, type RateLimit } from './rate-limiter.js';
+import type { ContainerInstance, Intent, SavedCheckpoint } from './checkpoint-store.js';
+
+/** Limits from the gateway's ingest rules (0 = off), as the Go agent applies them. */
+export interface IngestLimits {
+  readonly maxLineBytes: number;
+  readonly maxSampleAgeMs: number;
+  readonly maxFutureSkewMs: number;
+  readonly rate: RateLimit;
+}
+
+export const DEFAULT_INGEST_LIMITS: IngestLimits = {
+  maxLineBytes: 262_144,
+  maxSampleAgeMs: 0,
+  maxFutureSkewMs: 0,
+  rate: { ratePerSecond: 0, burst: 0 },
+};
+
+export type DropReason = 'rate_limited' | 'too_old' | 'future';
+
+/** Fields every entry of this container carries. */
+export type EntryBase = Omit<LogEntry, 'timestamp' | 'message' | 'level' | 'raw' | 'truncated'>;
+
+export interface ContainerLogOptions {
+  readonly instance: ContainerInstance;
+  readonly base: EntryBase;
+  readonly saved: SavedCheckpoint;
+  readonly limits: IngestLimits;
+  readonly maxBatchEntries: number;
+  readonly maxBatchBytes: number;
+  readonly nowMs: number;
+  readonly onDrop: (reason: DropReason) => void;
+}
+
+/** A batch ready to enqueue; `entries` may be empty (then it is released at once). */
+export interface CutBatch {
+  readonly messageId: string;
+  readonly end: LinePosition;
+  readonly entries: LogEntry[];
+}
+
+interface Outstanding {
+  readonly messageId: string;
+  readonly end: LinePosition;
+  released: boolean;
+}
+
+export function comparePosition(a: LinePosition, b: LinePosition): number {
+  return compareLineTime(a, b) || a.count - b.count;
+}
+
+const positionKey = (p: LinePosition | undefined): string =>
+  p ? `${lineTimeToNs(p)}.${String(p.count)}` : 'start';
+
+/** A uuid-shaped (version 8) id derived from the instance and the batch's line range. */
+export function batchMessageId(instance: ContainerInstance, from: string, to: string): string {
+  const hex = createHash('sha256')
+    .update(
+      `${instance.podUid}\0${instance.container}\0${String(instance.restartCount)}\0${from}\0${to}`,
+    )
+    .digest('hex');
+  const variant = ((parseInt(hex.charAt(16), 16) & 0x3) | 0x8).toString(16);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+export class ContainerLog {
+  readonly instance: ContainerInstance;
+  readonly #options: ContainerLogOptions;
+  readonly #joiner = new Joiner();
+  readonly #bucket: TokenBucket | undefined;
+  /** Last line read on the current connection, for numbering equal timestamps. */
+  #last: LinePosition | undefined;
+  /** Lines at or before this position were already delivered: skipped. */
+  #skipThrough: LinePosition | undefined;
+  /** Last line processed (delivered, dropped or pending in the joiner). */
+  #readThrough: LinePosition | undefined;
+  /** Batches cut before a crash and not released: cut again at the same ends, same ids. */
+  readonly #planned: Intent[];
+  #entries: LogEntry[] = [];
+  #entryBytes = 0;
+  /** End of the last record put into (or dropped from) the current batch. */
+  #batchEnd: LinePosition | undefined;
+  /** End of the previous batch: the start of the current one. */
+  #batchStart: LinePosition | undefined;
+  readonly #ready: CutBatch[] = [];
+  readonly #outstanding: Outstanding[] = [];
+
+  constructor(options: ContainerLogOptions) {
+    this.#options = options;
+    this.instance = options.instance;
+    this.#skipThrough = options.saved.position;
+    this.#readThrough = options.saved.position;
+    this.#batchStart = options.saved.position;
+    this.#planned = [...options.saved.intents];
+    this.#bucket = TokenBucket.isUnlimited(options.limits.rate)
+      ? undefined
+      : new TokenBucket(options.limits.rate, options.nowMs);
+  }
+
+  /** Where a new connection resumes: after this position (undefined: nothing read yet). */
+  resumeAfter(): LinePosition | undefined {
+    return this.#readThrough;
+  }
+
+  /** Starts a new connection: positions are numbered afresh from what it returns. */
+  beginConnection(): void {
+    this.#last = undefined;
+    this.#skipThrough = this.#readThrough;
+  }
+
+  accept(split: SplitLine, nowMs: number): void {
+    const line = parseLine(split.text, this.#options.limits.maxLineBytes, split.cut);
+    const position = this.#number(line.time);
+    if (this.#skipThrough && comparePosition(position, this.#skipThrough) <= 0) return;
+    this.#readThrough = position;
+    if (line.raw === '' && !line.truncated) {
+      this.#extendBatchEnd(position);
+      return;
+    }
+    this.#cutPlannedBefore(position);
+    const done = this.#joiner.add({ line, time: position, position, readAtMs: nowMs });
+    if (done) this.#record(done, nowMs);
+    const planned = this.#planned[0];
+    if (planned && comparePosition(position, planned.end) === 0) {
+      this.#flushJoiner(nowMs);
+      this.#cut(this.#planned.shift()?.messageId);
+    }
+  }
+
+  /** At the end of a connection, or when a record waited long enough: emit the pending record. */
+  flushJoiner(nowMs: number, idleOnly: boolean): void {
+    const done = idleOnly ? this.#joiner.flushIdle(nowMs) : this.#joiner.flush();
+    if (done) this.#record(done, nowMs);
+  }
+
+  /** Cuts the current batch if it has anything; returns and clears every ready batch. */
+  takeBatches(): CutBatch[] {
+    if (this.#batchEnd) this.#cut(undefined);
+    return this.#ready.splice(0);
+  }
+
+  hasFullBatch(): boolean {
+    return this.#ready.length > 0;
+  }
+
+  /** Marks a batch of this instance released; false if the id is not one of ours. */
+  markReleased(messageId: string): boolean {
+    const item = this.#outstanding.find((o) => o.messageId === messageId);
+    if (!item) return false;
+    item.released = true;
+    return true;
+  }
+
+  /** Pops the released prefix: the new checkpoint and the intents to forget, if it moved. */
+  settle(): { position: LinePosition; released: string[] } | undefined {
+    const released: string[] = [];
+    let position: LinePosition | undefined;
+    while (this.#outstanding[0]?.released) {
+      const done = this.#outstanding.shift();
+      if (!done) break;
+      released.push(done.messageId);
+      position = done.end;
+    }
+    return position ? { position, released } : undefined;
+  }
+
+  /** Batches cut and not yet released (checkpoint lag, in batches). */
+  outstanding(): number {
+    return this.#outstanding.length;
+  }
+
+  #number(time: LineTime | undefined): LinePosition {
+    const last = this.#last;
+    let position: LinePosition;
+    if (last && (!time || compareLineTime(time, last) <= 0)) {
+      // Equal timestamp (or a line without one, or a clock step back): the next ordinal.
+      position = { sec: last.sec, nanos: last.nanos, count: last.count + 1 };
+    } else {
+      const at = time ?? { sec: 0, nanos: 0 };
+      position = { sec: at.sec, nanos: at.nanos, count: 1 };
+    }
+    this.#last = position;
+    return position;
+  }
+
+  /** A replayed batch boundary lies before this line: close the batch there. */
+  #cutPlannedBefore(position: LinePosition): void {
+    const planned = this.#planned[0];
+    if (!planned || comparePosition(position, planned.end) <= 0) return;
+    this.#flushJoiner(0);
+    this.#cut(this.#planned.shift()?.messageId, planned.end);
+  }
+
+  #flushJoiner(nowMs: number): void {
+    const done = this.#joiner.flush();
+    if (done) this.#record(done, nowMs);
+  }
+
+  #record(record: LogRecord, nowMs: number): void {
+    const reason = this.#refusal(record, nowMs);
+    if (reason) this.#options.onDrop(reason);
+    else this.#add(record);
+    this.#extendBatchEnd(record.end);
+    const { maxBatchEntries, maxBatchBytes } = this.#options;
+    const full = this.#entries.length >= maxBatchEntries || this.#entryBytes >= maxBatchBytes;
+    if (full && this.#planned.length === 0) this.#cut(undefined);
+  }
+
+  #refusal(record: LogRecord, nowMs: number): DropReason | undefined {
+    const { maxSampleAgeMs, maxFutureSkewMs } = this.#options.limits;
+    const atMs = lineTimeToMs(record.time);
+    if (maxSampleAgeMs > 0 && nowMs > 0 && nowMs - atMs > maxSampleAgeMs) return 'too_old';
+    if (maxFutureSkewMs > 0 && nowMs > 0 && atMs - nowMs > maxFutureSkewMs) return 'future';
+    if (this.#bucket && !this.#bucket.tryTake(Buffer.byteLength(record.raw), nowMs)) {
+      return 'rate_limited';
+    }
+    return undefined;
+  }
+
+  #add(record: LogRecord): void {
+    const raw = Buffer.from(record.raw, 'utf8');
+    this.#entries.push({
+      ...this.#options.base,
+      timestamp: lineTimeToNs(record.time),
+      message: record.message,
+      level: record.level,
+      raw,
+      truncated: record.truncated,
+    });
+    this.#entryBytes += raw.length * 2 + 64;
+  }
+
+  #extendBatchEnd(position: LinePosition): void {
+    if (!this.#batchEnd || comparePosition(position, this.#batchEnd) > 0) this.#batchEnd = position;
+  }
+
+  #cut(plannedId: string | undefined, plannedEnd?: LinePosition): void {
+    const end = plannedEnd ?? this.#batchEnd;
+    if (!end) return;
+    const messageId =
+      plannedId ?? batchMessageId(this.instance, positionKey(this.#batchStart), positionKey(end));
+    const entries = this.#entries;
+    this.#entries = [];
+    this.#entryBytes = 0;
+    this.#batchStart = end;
+    this.#batchEnd = undefined;
+    this.#outstanding.push({ messageId, end, released: entries.length === 0 });
+    if (entries.length > 0) this.#ready.push({ messageId, end, entries });
+  }
+}

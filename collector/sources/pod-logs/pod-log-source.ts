@@ -1,0 +1,502 @@
+// The pod log source: a pod reflector feeds eligibility, the scheduler runs one follow stream
+// per eligible container, each container instance's ContainerLog turns lines into batches, and
+// batches go to the Sink under deterministic ids. Checkpoints advance only on the buffer's
+// release of a batch (see docs/pod-logs.md).
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { AgentMessage } from '../../../proto/index.js';
+import type { Clock } from '../../../shared/clock.js';
+import type { ReleaseListener } from '../../buffer/types.js';
+import type { Sink, Source } from '../source.js';
+import {
+  memoryOnlyCheckpoints,
+  openCheckpointStore,
+  type CheckpointStore,
+  type ContainerInstance,
+  type InstanceMeta,
+} from './checkpoint-store.js';
+import {
+  ContainerLog,
+  DEFAULT_INGEST_LIMITS,
+  type CutBatch,
+  type DropReason,
+  type EntryBase,
+  type IngestLimits,
+} from './container-log.js';
+import type { LinePosition } from './joiner.js';
+import { compileEligibility, type ContainerTarget, type EligibilityConfig } from './eligibility.js';
+import type { PodLogKubeAccess } from './kube-access.js';
+import { LineSplitter } from './line-splitter.js';
+import { lineTimeToSinceTime } from './line-time.js';
+import { errorCode, runPodReflector } from './pod-reflector.js';
+import { StreamScheduler, type SessionOutcome } from './stream-scheduler.js';
+import { WorkloadResolver, type Workload } from './workload.js';
+
+export const MAX_CONCURRENT_STREAMS = 200;
+
+export interface PodLogSourceOptions {
+  /** collect.logs (normalised): rules, excludes, tail_lines, follow, checkpoint_dir. */
+  readonly logs: EligibilityConfig & { readonly checkpoint_dir: string };
+  readonly identity: { readonly clusterId: string; readonly agentId: string };
+  readonly maxConcurrentStreams?: number;
+  readonly ingest?: IngestLimits;
+  /** A stream yields its slot after this long while others wait (default 30 s). */
+  readonly fairnessSliceMs?: number;
+  /** How often batches are cut and enqueued (default 250 ms). */
+  readonly flushIntervalMs?: number;
+  /** Checkpoints of a deleted pod are removed this long after the deletion (default 10 min). */
+  readonly checkpointGraceMs?: number;
+  readonly maxBatchEntries?: number;
+  readonly maxBatchBytes?: number;
+}
+
+/** Typed self-metric handles; main.ts binds them to prom-client. */
+export interface PodLogCounters {
+  linesRead(count: number): void;
+  bytesRead(count: number): void;
+  dropped(reason: DropReason, count: number): void;
+  reconnects(count: number): void;
+  streamErrors(kind: string): void;
+}
+
+export const noopPodLogCounters: PodLogCounters = {
+  linesRead: () => undefined,
+  bytesRead: () => undefined,
+  dropped: () => undefined,
+  reconnects: () => undefined,
+  streamErrors: () => undefined,
+};
+
+export interface PodLogSourceDeps {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly sink: Sink;
+  /** The buffer's release feed (DurableBuffer.onRelease); without it, enqueue counts as release. */
+  readonly releases?: { onRelease(listener: ReleaseListener): () => void };
+  readonly kube: PodLogKubeAccess;
+  readonly counters?: PodLogCounters;
+}
+
+/** Gauges read at scrape time. */
+export interface PodLogSourceStats {
+  readonly activeStreams: number;
+  readonly queuedContainers: number;
+  /** The most streams ever open at once. */
+  readonly maxActiveStreams: number;
+  /** Batches enqueued and not yet released, over all containers: the checkpoint lag. */
+  readonly unreleasedBatches: number;
+}
+
+export interface PodLogSource extends Source, AsyncDisposable {
+  stats(): PodLogSourceStats;
+}
+
+const DROPPED_LABELS = [
+  'pod-template-hash',
+  'controller-revision-hash',
+  'batch.kubernetes.io/job-name',
+];
+const SWEEP_INTERVAL_MS = 60_000;
+
+interface Desired {
+  pod: V1Pod;
+  target: ContainerTarget;
+}
+
+/** The pod fields the source reads, with blanks for what is missing. */
+function podIdentity(pod: V1Pod) {
+  const { uid = '', name = '', namespace = '', labels = {} } = pod.metadata ?? {};
+  const exported = Object.fromEntries(
+    Object.entries(labels).filter(([key]) => !DROPPED_LABELS.includes(key)),
+  );
+  return { uid, name, namespace, labels: exported, nodeName: pod.spec?.nodeName ?? '' };
+}
+
+function restartCountOf(pod: V1Pod, container: string): number {
+  return pod.status?.containerStatuses?.find((s) => s.name === container)?.restartCount ?? 0;
+}
+
+/** sinceTime (second precision) to resume, tailLines on first sight, nothing for a new instance. */
+function resumeOrTail(
+  resumeAfter: LinePosition | undefined,
+  tail: boolean,
+  tailLines: number,
+): { sinceTime?: Date; tailLines?: number } {
+  if (resumeAfter) return { sinceTime: lineTimeToSinceTime(resumeAfter) };
+  return tail ? { tailLines } : {};
+}
+
+/** Creates the pod log source; nothing runs until start(). */
+export function createPodLogSource(
+  options: PodLogSourceOptions,
+  deps: PodLogSourceDeps,
+): PodLogSource {
+  const logger = deps.logger.child({ component: 'pod-logs' });
+  const counters = deps.counters ?? noopPodLogCounters;
+  const { clock } = deps;
+  const limits = options.ingest ?? DEFAULT_INGEST_LIMITS;
+  const eligible = compileEligibility(options.logs);
+  const desired = new Map<string, Desired>();
+  const logs = new Map<string, ContainerLog>();
+  const byMessageId = new Map<string, ContainerLog>();
+  const metaOf = new Map<ContainerLog, InstanceMeta>();
+  const firstRestart = new Map<string, number>();
+  const workloads = new Map<string, Workload>();
+  const resolver = new WorkloadResolver(deps.kube.owners, () => clock.now());
+  const lifetime = new AbortController();
+  let store: CheckpointStore = memoryOnlyCheckpoints;
+  let scheduler: StreamScheduler | undefined;
+  let listed = false;
+  let forbidden = false;
+  let flushTimer: NodeJS.Timeout | undefined;
+  let sweepTimer: NodeJS.Timeout | undefined;
+  let flushQueued = false;
+  let unsubscribe: (() => void) | undefined;
+  let closed: Promise<void> | undefined;
+  let runners: Promise<unknown>[] = [];
+
+  const keyOf = (pod: V1Pod, container: string): string =>
+    `${pod.metadata?.uid ?? ''}/${container}`;
+
+  function reconcilePod(pod: V1Pod): void {
+    const uid = pod.metadata?.uid ?? '';
+    const targets = eligible(pod);
+    const keep = new Set<string>();
+    for (const target of targets) {
+      const key = keyOf(pod, target.container);
+      keep.add(key);
+      desired.set(key, { pod, target });
+      scheduler?.want(key);
+    }
+    for (const key of [...desired.keys()]) {
+      if (key.startsWith(`${uid}/`) && !keep.has(key)) {
+        desired.delete(key);
+        scheduler?.unwant(key);
+      }
+    }
+  }
+
+  function removePod(pod: V1Pod): void {
+    const uid = pod.metadata?.uid ?? '';
+    for (const key of [...desired.keys()]) {
+      if (!key.startsWith(`${uid}/`)) continue;
+      desired.delete(key);
+      scheduler?.unwant(key);
+    }
+    store.markPodDeleted(uid, clock.now());
+  }
+
+  function entryBase(pod: V1Pod, container: string): EntryBase {
+    const id = podIdentity(pod);
+    const workload = workloads.get(id.uid) ?? { name: '', kind: '' };
+    return {
+      podName: id.name,
+      namespace: id.namespace,
+      container,
+      labels: id.labels,
+      workload: workload.name,
+      workloadKind: workload.kind,
+      nodeName: id.nodeName,
+    };
+  }
+
+  function containerLogFor(pod: V1Pod, container: string): { log: ContainerLog; tail: boolean } {
+    const id = podIdentity(pod);
+    const instance: ContainerInstance = {
+      podUid: id.uid,
+      container,
+      restartCount: restartCountOf(pod, container),
+    };
+    const key = `${instance.podUid}/${container}/${String(instance.restartCount)}`;
+    const existing = logs.get(key);
+    if (existing) return { log: existing, tail: false };
+    const saved = store.load(instance);
+    const log = new ContainerLog({
+      instance,
+      base: entryBase(pod, container),
+      saved,
+      limits,
+      maxBatchEntries: options.maxBatchEntries ?? 500,
+      maxBatchBytes: options.maxBatchBytes ?? 512 * 1024,
+      nowMs: clock.now(),
+      onDrop: (reason) => {
+        counters.dropped(reason, 1);
+      },
+    });
+    logs.set(key, log);
+    metaOf.set(log, { namespace: id.namespace, podName: id.name });
+    for (const intent of saved.intents) byMessageId.set(intent.messageId, log);
+    const containerKey = `${instance.podUid}/${container}`;
+    const first = firstRestart.get(containerKey);
+    if (first === undefined) firstRestart.set(containerKey, instance.restartCount);
+    // Tail only on first sight without a checkpoint; a new instance after a restart is read
+    // from its beginning.
+    const tail = saved.position === undefined && saved.intents.length === 0 && first === undefined;
+    return { log, tail };
+  }
+
+  async function runSession(key: string, signal: AbortSignal): Promise<SessionOutcome> {
+    const wanted = desired.get(key);
+    if (!wanted) return 'done';
+    const { pod, target } = wanted;
+    const id = podIdentity(pod);
+    if (!workloads.has(id.uid)) workloads.set(id.uid, await resolver.resolve(pod));
+    const { log, tail } = containerLogFor(pod, target.container);
+    const resumeAfter = log.resumeAfter();
+    log.beginConnection();
+    let lines: number;
+    try {
+      const body = await deps.kube.logs.open(
+        {
+          namespace: id.namespace,
+          pod: id.name,
+          container: target.container,
+          follow: target.follow,
+          ...resumeOrTail(resumeAfter, tail, target.tailLines),
+        },
+        signal,
+      );
+      lines = await readBody(body, log);
+    } catch (err: unknown) {
+      return sessionFailed(err, key, signal);
+    } finally {
+      log.flushJoiner(clock.now(), false);
+      requestFlush();
+    }
+    if (!target.follow) return 'done';
+    counters.reconnects(1);
+    // Ended while following: preempted, kubelet rotation, or the container stopped. Reconnect
+    // at once if it produced lines, after backoff if not (a stopped container says nothing).
+    return lines > 0 || signal.aborted ? 'again' : 'retry';
+  }
+
+  /** Feeds a log body into its ContainerLog; returns the number of lines read. */
+  async function readBody(body: AsyncIterable<Buffer>, log: ContainerLog): Promise<number> {
+    const splitter = new LineSplitter(limits.maxLineBytes > 0 ? limits.maxLineBytes + 64 : 0);
+    let lines = 0;
+    try {
+      for await (const chunk of body) {
+        counters.bytesRead(chunk.length);
+        const now = clock.now();
+        for (const line of splitter.push(chunk)) {
+          log.accept(line, now);
+          lines++;
+        }
+        if (log.hasFullBatch()) requestFlush();
+      }
+      const last = splitter.end();
+      if (last) {
+        log.accept(last, clock.now());
+        lines++;
+      }
+    } finally {
+      counters.linesRead(lines);
+    }
+    return lines;
+  }
+
+  function sessionFailed(err: unknown, key: string, signal: AbortSignal): SessionOutcome {
+    if (signal.aborted) return 'again';
+    const code = errorCode(err);
+    counters.streamErrors(code === undefined ? 'io' : String(code));
+    if (code === 404) return 'done';
+    const level = code === 403 ? 'error' : 'debug';
+    logger[level]({ key, code, err }, 'log stream failed');
+    return 'retry';
+  }
+
+  function requestFlush(): void {
+    if (flushQueued) return;
+    flushQueued = true;
+    setImmediate(() => {
+      flushQueued = false;
+      flush(false);
+    });
+  }
+
+  /** Cuts batches, records their intents, enqueues them; settles empty ones at once. */
+  function flush(idleOnly: boolean): void {
+    const now = clock.now();
+    const cut: { log: ContainerLog; batch: CutBatch }[] = [];
+    const touched = new Set<ContainerLog>();
+    for (const log of logs.values()) {
+      if (idleOnly) log.flushJoiner(now, true);
+      for (const batch of log.takeBatches()) cut.push({ log, batch });
+      touched.add(log);
+    }
+    if (cut.length > 0) {
+      store.recordIntents(
+        cut.map(({ log, batch }) => ({
+          instance: log.instance,
+          meta: metaOf.get(log) ?? { namespace: '', podName: '' },
+          intent: { messageId: batch.messageId, end: batch.end },
+        })),
+      );
+    }
+    for (const { log, batch } of cut) {
+      byMessageId.set(batch.messageId, log);
+      deps.sink.enqueue({ id: batch.messageId, kind: 'log', payload: encode(batch, now) });
+      if (!deps.releases) log.markReleased(batch.messageId);
+    }
+    settle(touched);
+  }
+
+  function encode(batch: CutBatch, nowMs: number): Uint8Array {
+    return AgentMessage.encode({
+      messageId: batch.messageId,
+      meta: {
+        tenantId: '',
+        clusterId: options.identity.clusterId,
+        agentId: options.identity.agentId,
+        sessionId: '',
+        timestamp: String(nowMs),
+      },
+      payload: { $case: 'logs', value: { entries: batch.entries } },
+    }).finish();
+  }
+
+  function onRelease(ids: readonly string[]): void {
+    const touched = new Set<ContainerLog>();
+    for (const id of ids) {
+      const log = byMessageId.get(id);
+      if (log?.markReleased(id)) touched.add(log);
+    }
+    settle(touched);
+  }
+
+  function settle(touched: Iterable<ContainerLog>): void {
+    const moves = [];
+    for (const log of touched) {
+      const moved = log.settle();
+      if (!moved) continue;
+      for (const id of moved.released) byMessageId.delete(id);
+      moves.push({
+        instance: log.instance,
+        meta: metaOf.get(log) ?? { namespace: '', podName: '' },
+        ...moved,
+      });
+    }
+    if (moves.length === 0) return;
+    try {
+      store.advance(moves);
+    } catch (err: unknown) {
+      // The batches are delivered; a lost checkpoint write only means a deduplicated replay.
+      logger.error({ err }, 'checkpoint write failed');
+    }
+  }
+
+  function sweep(): void {
+    const now = clock.now();
+    store.sweep(now - (options.checkpointGraceMs ?? 10 * 60_000));
+    const live = new Set([...desired.values()].map((d) => d.pod.metadata?.uid ?? ''));
+    for (const [key, log] of logs) {
+      if (!live.has(log.instance.podUid) && log.outstanding() === 0) {
+        logs.delete(key);
+        metaOf.delete(log);
+      }
+    }
+  }
+
+  function namespacesToWatch(): string[] {
+    const namespaces = options.logs.rules.map((rule) => rule.namespace.trim());
+    return namespaces.length === 0 || namespaces.includes('') ? [''] : [...new Set(namespaces)];
+  }
+
+  return {
+    name: 'pod-logs',
+    up: () => listed && !forbidden,
+    stats: () => {
+      const s = scheduler?.stats() ?? { active: 0, queued: 0, maxActive: 0 };
+      let unreleased = 0;
+      for (const log of logs.values()) unreleased += log.outstanding();
+      return {
+        activeStreams: s.active,
+        queuedContainers: s.queued,
+        maxActiveStreams: s.maxActive,
+        unreleasedBatches: unreleased,
+      };
+    },
+    start(signal: AbortSignal): Promise<void> {
+      const stop = (): void => {
+        lifetime.abort();
+      };
+      if (signal.aborted) stop();
+      else signal.addEventListener('abort', stop, { once: true });
+      if (options.logs.checkpoint_dir !== '') {
+        mkdirSync(options.logs.checkpoint_dir, { recursive: true, mode: 0o750 });
+        store = openCheckpointStore(join(options.logs.checkpoint_dir, 'pod-logs.db'), () =>
+          clock.now(),
+        );
+      }
+      unsubscribe = deps.releases?.onRelease(onRelease);
+      scheduler = new StreamScheduler(
+        {
+          maxConcurrent: options.maxConcurrentStreams ?? MAX_CONCURRENT_STREAMS,
+          sliceMs: options.fairnessSliceMs ?? 30_000,
+          initialBackoffMs: 1_000,
+          maxBackoffMs: 30_000,
+        },
+        { clock, run: runSession, signal: lifetime.signal },
+      );
+      const podsByNamespace = new Map<string, Set<string>>();
+      runners = namespacesToWatch().map((namespace) =>
+        runPodReflector(
+          deps.kube.listWatch(namespace),
+          {
+            replace: (pods) => {
+              listed = true;
+              forbidden = false;
+              const seen = new Set(pods.map((p) => p.metadata?.uid ?? ''));
+              for (const uid of podsByNamespace.get(namespace) ?? []) {
+                if (!seen.has(uid)) {
+                  const gone = [...desired.values()].find((d) => d.pod.metadata?.uid === uid);
+                  if (gone) removePod(gone.pod);
+                }
+              }
+              podsByNamespace.set(namespace, seen);
+              for (const pod of pods) reconcilePod(pod);
+            },
+            upsert: (pod) => {
+              podsByNamespace.get(namespace)?.add(pod.metadata?.uid ?? '');
+              reconcilePod(pod);
+            },
+            remove: removePod,
+            forbidden: (err) => {
+              forbidden = true;
+              logger.error({ err, namespace }, 'pod list/watch forbidden: check the ClusterRole');
+            },
+          },
+          { clock, logger, signal: lifetime.signal },
+        ),
+      );
+      flushTimer = setInterval(() => {
+        flush(true);
+        scheduler?.rebalance();
+      }, options.flushIntervalMs ?? 250);
+      flushTimer.unref();
+      sweepTimer = setInterval(sweep, SWEEP_INTERVAL_MS);
+      sweepTimer.unref();
+      return Promise.resolve();
+    },
+    close(): Promise<void> {
+      closed ??= (async () => {
+        lifetime.abort();
+        clearInterval(flushTimer);
+        clearInterval(sweepTimer);
+        await Promise.allSettled(runners);
+        // Let aborted sessions finish their last lines, then hand everything to the sink.
+        await new Promise((resolve) => setImmediate(resolve));
+        for (const log of logs.values()) log.flushJoiner(clock.now(), false);
+        flush(false);
+        unsubscribe?.();
+        store.close();
+      })();
+      return closed;
+    },
+    [Symbol.asyncDispose]() {
+      return this.close();
+    },
+  };
+}
