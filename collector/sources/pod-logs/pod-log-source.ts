@@ -143,6 +143,7 @@ export function createPodLogSource(
   const byMessageId = new Map<string, ContainerLog>();
   const metaOf = new Map<ContainerLog, InstanceMeta>();
   const firstRestart = new Map<string, number>();
+  const tailPending = new WeakSet<ContainerLog>();
   const workloads = new Map<string, Workload>();
   const resolver = new WorkloadResolver(deps.kube.owners, () => clock.now());
   const lifetime = new AbortController();
@@ -211,7 +212,8 @@ export function createPodLogSource(
     };
     const key = `${instance.podUid}/${container}/${String(instance.restartCount)}`;
     const existing = logs.get(key);
-    if (existing) return { log: existing, tail: false };
+    // The tail applies until a connection of the instance has read something.
+    if (existing) return { log: existing, tail: tailPending.has(existing) };
     const saved = store.load(instance);
     const log = new ContainerLog({
       instance,
@@ -234,6 +236,7 @@ export function createPodLogSource(
     // Tail only on first sight without a checkpoint; a new instance after a restart is read
     // from its beginning.
     const tail = saved.position === undefined && saved.intents.length === 0 && first === undefined;
+    if (tail) tailPending.add(log);
     return { log, tail };
   }
 
@@ -259,6 +262,7 @@ export function createPodLogSource(
         signal,
       );
       lines = await readBody(body, log);
+      if (lines > 0) tailPending.delete(log);
     } catch (err: unknown) {
       return sessionFailed(err, key, signal);
     } finally {
