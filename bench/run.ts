@@ -5,10 +5,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bufferBench } from './cases/buffer.js';
+import { podLogsBench } from './cases/pod-logs.js';
 import { streamBench } from './cases/stream.js';
 import type { BenchCase, BenchResult } from './types.js';
 
-const CASES: readonly BenchCase[] = [bufferBench, streamBench];
+const CASES: readonly BenchCase[] = [bufferBench, streamBench, podLogsBench];
 const RUN_LIMIT_MS = 90_000;
 
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US').padStart(11);

@@ -228,8 +228,16 @@ export class ContainerLog {
 
   #add(record: LogRecord): void {
     const raw = Buffer.from(record.raw, 'utf8');
+    const base = this.#options.base;
+    // Explicit fields, not a spread: this runs once per line and spreads are slow here.
     this.#entries.push({
-      ...this.#options.base,
+      podName: base.podName,
+      namespace: base.namespace,
+      container: base.container,
+      labels: base.labels,
+      workload: base.workload,
+      workloadKind: base.workloadKind,
+      nodeName: base.nodeName,
       timestamp: lineTimeToNs(record.time),
       message: record.message,
       level: record.level,

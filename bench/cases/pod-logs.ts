@@ -1,0 +1,107 @@
+// The pod log line path on one core: split -> parse -> join -> batch -> encode AgentMessages,
+// for 100-byte lines, beside a raw baseline (splitting the same buffer into lines) in the same run.
+import { performance } from 'node:perf_hooks';
+import {
+  ContainerLog,
+  DEFAULT_INGEST_LIMITS,
+} from '../../collector/sources/pod-logs/container-log.js';
+import { LineSplitter } from '../../collector/sources/pod-logs/line-splitter.js';
+import { AgentMessage } from '../../proto/index.js';
+import { rate, type BenchCase, type BenchResult } from '../types.js';
+
+const LINES = 300_000;
+const CHUNK_BYTES = 64 * 1024;
+
+/** 100-byte lines: a 31-byte RFC3339Nano prefix, a space, a text payload, the newline. */
+function logBody(): Buffer {
+  const parts: string[] = [];
+  for (let i = 0; i < LINES; i++) {
+    const sec = 1_700_000_000 + Math.floor(i / 1000);
+    const iso = new Date(sec * 1000).toISOString().replace('.000Z', '');
+    const prefix = `${iso}.${String((i % 1000) * 1000).padStart(9, '0')}Z `;
+    const text = `level=info request handled id=${String(i)} path=/api/v1/items status=200 `;
+    parts.push(`${prefix}${text.padEnd(100 - prefix.length - 1, 'x')}\n`);
+  }
+  return Buffer.from(parts.join(''));
+}
+
+function chunks(body: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let i = 0; i < body.length; i += CHUNK_BYTES) out.push(body.subarray(i, i + CHUNK_BYTES));
+  return out;
+}
+
+function baseline(input: readonly Buffer[]): number {
+  const start = performance.now();
+  let lines = 0;
+  let rest = '';
+  for (const chunk of input) {
+    const parts = (rest + chunk.toString('utf8')).split('\n');
+    rest = parts.pop() ?? '';
+    lines += parts.length;
+  }
+  if (lines !== LINES) throw new Error(`baseline split ${String(lines)} lines`);
+  return rate(LINES, performance.now() - start);
+}
+
+function pipeline(input: readonly Buffer[]): number {
+  const start = performance.now();
+  const log = new ContainerLog({
+    instance: { podUid: 'uid', container: 'app', restartCount: 0 },
+    base: {
+      podName: 'p',
+      namespace: 'n',
+      container: 'app',
+      labels: { app: 'web' },
+      workload: 'web',
+      workloadKind: 'Deployment',
+      nodeName: 'node',
+    },
+    saved: { position: undefined, intents: [] },
+    limits: DEFAULT_INGEST_LIMITS,
+    maxBatchEntries: 500,
+    maxBatchBytes: 512 * 1024,
+    nowMs: 0,
+    onDrop: () => undefined,
+  });
+  const splitter = new LineSplitter(DEFAULT_INGEST_LIMITS.maxLineBytes + 64);
+  let entries = 0;
+  let bytes = 0;
+  const encode = (): void => {
+    for (const batch of log.takeBatches()) {
+      entries += batch.entries.length;
+      bytes += AgentMessage.encode({
+        messageId: batch.messageId,
+        payload: { $case: 'logs', value: { entries: batch.entries } },
+      }).finish().length;
+    }
+  };
+  log.beginConnection();
+  for (const chunk of input) {
+    for (const line of splitter.push(chunk)) log.accept(line, 0);
+    if (log.hasFullBatch()) encode();
+  }
+  log.flushJoiner(0, false);
+  encode();
+  if (entries !== LINES || bytes === 0) throw new Error(`pipeline made ${String(entries)} entries`);
+  return rate(LINES, performance.now() - start);
+}
+
+export const podLogsBench: BenchCase = {
+  name: 'pod-logs',
+  run(): Promise<BenchResult[]> {
+    const input = chunks(logBody());
+    // One warm-up pass each, then the measured pass.
+    baseline(input);
+    pipeline(input);
+    return Promise.resolve([
+      {
+        name: 'split+parse+join+batch+encode (100 B)',
+        itemsPerSecond: pipeline(input),
+        baselineName: 'raw line split',
+        baselineItemsPerSecond: baseline(input),
+        targetItemsPerSecond: 250_000,
+      },
+    ]);
+  },
+};
