@@ -1,4 +1,4 @@
-import type { AgentMessage } from '../proto/index.js';
+import { eventTypeToJSON, type AgentMessage } from '../proto/index.js';
 
 type Payload = NonNullable<AgentMessage['payload']>;
 type Describers = {
@@ -25,7 +25,9 @@ const describers: Describers = {
       : '';
     return clip(`${entries.length} log line(s) ${head}`);
   },
-  state: (s) => `${s.resource || String(s.kind)} ${prefix(s.namespace)}${s.name} type ${s.type}`,
+  // "EVENT_TYPE_ADDED" reads as "ADDED" in the UI.
+  state: (s) =>
+    `${eventTypeToJSON(s.type).replace('EVENT_TYPE_', '')} ${s.resource || String(s.kind)} ${prefix(s.namespace)}${s.name}`,
   metrics: (m) => `${m.families.length} metric families (legacy)`,
   heartbeat: ({ health }) =>
     `status ${health?.status ?? '?'} queue ${health?.queueDepth ?? '?'} dropped ${health?.droppedMessages ?? '?'}`,

@@ -50,5 +50,5 @@ export {
   MetricsEvent,
   PrometheusMetricsEvent,
 } from './gen/agent/v1/metric.js';
-export { EventType, ResourceKind, StateEvent } from './gen/agent/v1/state.js';
+export { EventType, eventTypeToJSON, ResourceKind, StateEvent } from './gen/agent/v1/state.js';
 export { AgentMetadata } from './gen/common/v1/metadata.js';
