@@ -81,12 +81,29 @@ export async function readClusterId(kube: KubeConfig): Promise<string> {
   return uid;
 }
 
+/** The buffer's file and caps, from the buffer.* keys. */
+export interface BufferPlacement {
+  readonly path: string;
+  readonly maxMemoryBytes: number;
+  readonly maxDiskBytes: number;
+}
+
 /**
  * Where the buffer's second tier lives: a file in buffer.spill_dir, or, with spill_dir empty,
- * an in-memory SQLite database (same caps, nothing survives a restart).
+ * an in-memory SQLite database. Then nothing survives a restart, max_disk_bytes does not
+ * apply, and max_memory_bytes bounds both tiers together (half each), so "memory only" never
+ * holds more than max_memory_bytes.
  */
-export function bufferPath(spillDir: string): string {
-  return spillDir === '' ? ':memory:' : join(spillDir, BUFFER_FILE);
+export function bufferPlacement(buffer: Config['buffer']): BufferPlacement {
+  if (buffer.spill_dir !== '') {
+    return {
+      path: join(buffer.spill_dir, BUFFER_FILE),
+      maxMemoryBytes: buffer.max_memory_bytes,
+      maxDiskBytes: buffer.max_disk_bytes,
+    };
+  }
+  const half = Math.max(1, Math.floor(buffer.max_memory_bytes / 2));
+  return { path: ':memory:', maxMemoryBytes: half, maxDiskBytes: half };
 }
 
 export function createCollector(
@@ -107,28 +124,22 @@ export function createCollector(
     },
     { version: AGENT_VERSION, clusterId: identity.clusterId, agentId: identity.agentId },
   );
-  const buffer = new DurableBuffer(
-    {
-      path: bufferPath(config.buffer.spill_dir),
-      maxMemoryBytes: config.buffer.max_memory_bytes,
-      maxDiskBytes: config.buffer.max_disk_bytes,
-    },
-    {
-      logger,
-      counters: {
-        spilled: (n) => {
-          metrics.spilled.inc(n);
-        },
-        replayed: (n) => {
-          metrics.replayed.inc(n);
-        },
-        dropped: (reason, n) => {
-          metrics.recordDrop(reason, n);
-        },
+  const placement = bufferPlacement(config.buffer);
+  const buffer = new DurableBuffer(placement, {
+    logger,
+    counters: {
+      spilled: (n) => {
+        metrics.spilled.inc(n);
+      },
+      replayed: (n) => {
+        metrics.replayed.inc(n);
+      },
+      dropped: (reason, n) => {
+        metrics.recordDrop(reason, n);
       },
     },
-  );
-  const capacityBytes = config.buffer.max_memory_bytes + config.buffer.max_disk_bytes;
+  });
+  const capacityBytes = placement.maxMemoryBytes + placement.maxDiskBytes;
   const { gateway, collect } = config;
   const stream = new GatewayStream(
     {
