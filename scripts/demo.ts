@@ -3,6 +3,7 @@
 // --local-cluster), against a local test cluster started here and removed on exit. Prints the
 // UI's URL and the collector's log lines until Ctrl-C.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -40,6 +41,10 @@ function say(line: string): void {
 /** The current kubeconfig, if one is configured and its API server answers. */
 async function reachableKubeconfig(): Promise<{ path: string; server: string } | undefined> {
   const path = process.env['KUBECONFIG'] ?? join(process.env['HOME'] ?? '', '.kube', 'config');
+  if (!process.env['KUBECONFIG'] && !existsSync(path)) {
+    say(`no kubeconfig (KUBECONFIG is unset and ${path} does not exist)`);
+    return undefined;
+  }
   const kube = new KubeConfig();
   try {
     kube.loadFromDefault();
@@ -70,7 +75,9 @@ async function localCluster(): Promise<string> {
     workdir: await mkdtemp(join(tmpdir(), 'kubexa-demo-cluster-')),
     env: process.env,
   };
-  say(`starting a local test cluster in ${options.workdir} (first run builds binaries, ~10 min)`);
+  say(
+    `starting a local test cluster in ${options.workdir} (the first run on a machine builds its binaries: ~10 min)`,
+  );
   cleanups.push({ what: 'local cluster', run: () => stopCluster(options) });
   const cluster = await startCluster(options);
   say(`local cluster up in ${cluster.startMs} ms; kubeconfig ${cluster.kubeconfigPath}`);
