@@ -19,7 +19,14 @@ import {
   type ReadinessCheck,
 } from './health/health-server.js';
 import { parseListenAddress } from './health/listen-address.js';
-import { createCollectorMetrics, type CollectorMetrics, type ConnectionState } from './metrics.js';
+import {
+  createCollectorMetrics,
+  registerPodLogMetrics,
+  type CollectorMetrics,
+  type ConnectionState,
+} from './metrics.js';
+import { kubePodLogAccess } from './sources/pod-logs/kube-access.js';
+import { createPodLogSource, type PodLogSource } from './sources/pod-logs/pod-log-source.js';
 import type { Source } from './sources/source.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
@@ -170,9 +177,24 @@ export function createCollector(
   );
 
   // Every data source, in start order; each writes into the buffer through the Sink contract.
-  // Each collector issue adds its line here, e.g.
-  //   createPodLogSource(config.collect.logs, { logger, kube: deps.kube, sink: buffer }),
   const sources: Source[] = [];
+  let podLogs: PodLogSource | undefined;
+  const podLogCounters = registerPodLogMetrics(metrics.registry, () => podLogs);
+  if (collect.logs.enabled) {
+    podLogs = createPodLogSource(
+      { logs: collect.logs, identity },
+      {
+        logger,
+        clock,
+        sink: buffer,
+        // The checkpoints advance only over batches the buffer has made durable or settled.
+        releases: buffer,
+        kube: kubePodLogAccess(deps.kube),
+        counters: podLogCounters,
+      },
+    );
+    sources.push(podLogs);
+  }
   const lifecycle = lifecycleService();
   const cluster = deps.cluster ?? createClusterProbe(deps.kube);
   const checks: ReadinessCheck[] = [

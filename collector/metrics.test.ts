@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { bufferStats as stats } from '../test/helpers/buffer-stats.js';
-import { createCollectorMetrics, type ConnectionState } from './metrics.js';
+import { Registry } from 'prom-client';
+import {
+  createCollectorMetrics,
+  registerPodLogMetrics,
+  type ConnectionState,
+  type PodLogGaugeSource,
+} from './metrics.js';
 
 describe('collector metrics', () => {
   it('reads live values at scrape time and counts drops by reason', async () => {
@@ -37,5 +43,27 @@ describe('collector metrics', () => {
       'kubexa_collector_info{version="0.1.0",cluster_id="c-1",agent_id="a-1"} 1',
     );
     expect(text).toContain('kubexa_collector_process_resident_memory_bytes');
+  });
+});
+
+describe('pod log metrics', () => {
+  it('reads the source at scrape time and reports 0 before it exists', async () => {
+    const registry = new Registry();
+    const current: { source?: PodLogGaugeSource } = {};
+    const counters = registerPodLogMetrics(registry, () => current.source);
+    expect(await registry.metrics()).toContain('kubexa_collector_log_active_streams 0');
+    current.source = {
+      stats: () => ({ activeStreams: 200, queuedContainers: 50, unreleasedBatches: 3 }),
+    };
+    counters.linesRead(10);
+    counters.dropped('rate_limited', 2);
+    counters.streamErrors('forbidden');
+    const text = await registry.metrics();
+    expect(text).toContain('kubexa_collector_log_active_streams 200');
+    expect(text).toContain('kubexa_collector_log_queued_containers 50');
+    expect(text).toContain('kubexa_collector_log_checkpoint_lag_batches 3');
+    expect(text).toContain('kubexa_collector_log_lines_read_total 10');
+    expect(text).toContain('kubexa_collector_log_dropped_lines_total{reason="rate_limited"} 2');
+    expect(text).toContain('kubexa_collector_log_stream_errors_total{kind="forbidden"} 1');
   });
 });

@@ -159,3 +159,101 @@ export function createCollectorMetrics(
     },
   };
 }
+
+/** What the pod-log source reports at scrape time (its PodLogSourceStats). */
+export interface PodLogGaugeSource {
+  stats(): {
+    readonly activeStreams: number;
+    readonly queuedContainers: number;
+    readonly unreleasedBatches: number;
+  };
+}
+
+/** The pod-log source's counters, bound to its PodLogCounters interface. */
+export interface PodLogMetrics {
+  linesRead(count: number): void;
+  bytesRead(count: number): void;
+  dropped(reason: string, count: number): void;
+  reconnects(count: number): void;
+  streamErrors(kind: string): void;
+}
+
+/**
+ * Registers the pod-log source's metrics on the collector's registry. `source` is read at
+ * scrape time; it is a getter because the source is built after the registry.
+ */
+export function registerPodLogMetrics(
+  registry: Registry,
+  source: () => PodLogGaugeSource | undefined,
+): PodLogMetrics {
+  const registers = [registry];
+  const gauge = (name: string, help: string, read: (s: PodLogGaugeSource) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        const current = source();
+        this.set(current === undefined ? 0 : read(current));
+      },
+    });
+  gauge(
+    'kubexa_collector_log_active_streams',
+    'Open pod log follow streams.',
+    (s) => s.stats().activeStreams,
+  );
+  gauge(
+    'kubexa_collector_log_queued_containers',
+    'Eligible containers waiting for a stream slot (the concurrent stream cap is reached).',
+    (s) => s.stats().queuedContainers,
+  );
+  gauge(
+    'kubexa_collector_log_checkpoint_lag_batches',
+    'Log batches handed to the buffer and not yet durable, so their checkpoint has not advanced.',
+    (s) => s.stats().unreleasedBatches,
+  );
+  const lines = new Counter({
+    name: 'kubexa_collector_log_lines_read_total',
+    help: 'Log lines read from the API server.',
+    registers,
+  });
+  const bytes = new Counter({
+    name: 'kubexa_collector_log_bytes_read_total',
+    help: 'Log bytes read from the API server.',
+    registers,
+  });
+  const dropped = new Counter({
+    name: 'kubexa_collector_log_dropped_lines_total',
+    help: 'Log lines not forwarded, by reason (rate_limited, too_old, future).',
+    labelNames: ['reason'],
+    registers,
+  });
+  const reconnects = new Counter({
+    name: 'kubexa_collector_log_stream_reconnects_total',
+    help: 'Follow streams reopened from their position after a cut.',
+    registers,
+  });
+  const errors = new Counter({
+    name: 'kubexa_collector_log_stream_errors_total',
+    help: 'Follow stream failures, by kind.',
+    labelNames: ['kind'],
+    registers,
+  });
+  return {
+    linesRead: (count) => {
+      lines.inc(count);
+    },
+    bytesRead: (count) => {
+      bytes.inc(count);
+    },
+    dropped: (reason, count) => {
+      dropped.inc({ reason }, count);
+    },
+    reconnects: (count) => {
+      reconnects.inc(count);
+    },
+    streamErrors: (kind) => {
+      errors.inc({ kind });
+    },
+  };
+}
