@@ -130,6 +130,16 @@ export class MessageStore {
       .map((r) => r.message_id);
   }
 
+  /** The wire bytes (an encoded AgentMessage) of every message of one kind, in arrival order. */
+  payloads(kind: string): Uint8Array[] {
+    return this.#db
+      .prepare<[string], { payload: Uint8Array }>(
+        'SELECT payload FROM messages WHERE kind = ? ORDER BY seq',
+      )
+      .all(kind)
+      .map((r) => r.payload);
+  }
+
   close(): void {
     if (this.#db.open) this.#db.close();
   }

@@ -3,7 +3,7 @@
 // the persisted agent id, and the fatal exit on UNAUTHENTICATED.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -13,7 +13,14 @@ import { pino } from 'pino';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AGENT_ID_FILE } from '../../collector/agent-id.js';
 import { DemoGateway, type DemoGatewayOptions } from '../../demo-gateway/demo-gateway.js';
-import { loadKubeConfig } from '../helpers/kube.js';
+import { AgentMessage } from '../../proto/index.js';
+import {
+  createTestNamespace,
+  criLine,
+  eventually,
+  loadKubeConfig,
+  serveLogsFromFile,
+} from '../helpers/kube.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TOKEN = 'collector-process-token-0123456789';
@@ -117,7 +124,7 @@ describe('collector process', () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function setup(options: DemoGatewayOptions) {
+  async function setup(options: DemoGatewayOptions, extraConfig: string[] = []) {
     const gateway = new DemoGateway(options, { logger: pino({ level: 'silent' }) });
     const port = await gateway.listen('127.0.0.1', 0);
     cleanups.push(() => gateway.close());
@@ -140,6 +147,7 @@ describe('collector process', () => {
         'observability:',
         '  health_addr: "127.0.0.1:0"',
         '  metrics_addr: "127.0.0.1:0"',
+        ...extraConfig,
         '',
       ].join('\n'),
     );
@@ -197,6 +205,68 @@ describe('collector process', () => {
     expect(again).toMatchObject({ agentId, clusterId: clusterUid });
     second.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('ships pod log lines from the cluster to the gateway, each exactly once', async () => {
+    const kc = loadKubeConfig(kubeconfigPath);
+    const namespace = await createTestNamespace(kc, 'e2e-logs');
+    cleanups.push(() => namespace.delete());
+    const logDir = mkdtempSync(join(tmpdir(), 'kubexa-e2e-logs-'));
+    cleanups.push(() => {
+      rmSync(logDir, { recursive: true, force: true });
+    });
+    const logsFile = join(logDir, 'app.log');
+    writeFileSync(logsFile, criLine(new Date(Date.now() - 1000), 'e2e line 0'));
+    await serveLogsFromFile(kc, { namespace: namespace.name, logsFile });
+    await kc.makeApiClient(CoreV1Api).createNamespacedPod({
+      namespace: namespace.name,
+      body: {
+        metadata: { name: 'app', labels: { app: 'e2e' } },
+        spec: { containers: [{ name: 'main', image: 'registry.invalid/app:1' }] },
+      },
+    });
+    const checkpoints = join(logDir, 'checkpoints');
+    const { gateway, run } = await setup({ acceptToken: TOKEN }, [
+      'collect:',
+      '  logs:',
+      `    checkpoint_dir: ${JSON.stringify(checkpoints)}`,
+      '    rules:',
+      `      - namespace: ${namespace.name}`,
+    ]);
+    const collector = run(TOKEN);
+    await gateway.waitForSession();
+    const at = new Date();
+    for (let i = 1; i <= 5; i++) appendFileSync(logsFile, criLine(at, `e2e line ${String(i)}`));
+
+    const received = await eventually(
+      'all six lines at the gateway',
+      () => {
+        const lines = gateway.store
+          .payloads('logs')
+          .map((bytes) => AgentMessage.decode(bytes))
+          .flatMap((message) =>
+            message.payload?.$case === 'logs' ? message.payload.value.entries : [],
+          );
+        return Promise.resolve(lines.length >= 6 ? lines : undefined);
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+    expect(received.map((entry) => entry.message)).toEqual([
+      'e2e line 0',
+      'e2e line 1',
+      'e2e line 2',
+      'e2e line 3',
+      'e2e line 4',
+      'e2e line 5',
+    ]);
+    expect(received[0]).toMatchObject({
+      namespace: namespace.name,
+      podName: 'app',
+      container: 'main',
+    });
+    expect(gateway.store.duplicates).toBe(0);
+    collector.kill('SIGTERM');
+    expect(await collector.exited).toEqual({ code: 0, signal: null });
   });
 
   it('exits non-zero with what to fix when the gateway answers UNAUTHENTICATED', async () => {
