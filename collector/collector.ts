@@ -25,6 +25,8 @@ import {
   type CollectorMetrics,
   type ConnectionState,
 } from './metrics.js';
+import { DEFAULT_INGEST_LIMITS, type IngestLimits } from './sources/pod-logs/container-log.js';
+import { applyIngestRules } from './sources/pod-logs/ingest-rules.js';
 import { kubePodLogAccess } from './sources/pod-logs/kube-access.js';
 import { createPodLogSource, type PodLogSource } from './sources/pod-logs/pod-log-source.js';
 import type { Source } from './sources/source.js';
@@ -147,6 +149,9 @@ export function createCollector(
     },
   });
   const capacityBytes = placement.maxMemoryBytes + placement.maxDiskBytes;
+  // Built after the stream, which routes ConfigUpdate ingest rules to it.
+  let podLogs: PodLogSource | undefined;
+  let ingestLimits: IngestLimits = DEFAULT_INGEST_LIMITS;
   const { gateway, collect } = config;
   const stream = new GatewayStream(
     {
@@ -173,16 +178,25 @@ export function createCollector(
         },
       },
     },
-    { logger, buffer, clock },
+    {
+      logger,
+      buffer,
+      clock,
+      // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
+      onConfigUpdate: (update) => {
+        if (podLogs === undefined || update.config?.ingestRules === undefined) return;
+        ingestLimits = applyIngestRules(ingestLimits, update.config.ingestRules);
+        podLogs.setIngestLimits(ingestLimits);
+      },
+    },
   );
 
   // Every data source, in start order; each writes into the buffer through the Sink contract.
   const sources: Source[] = [];
-  let podLogs: PodLogSource | undefined;
   const podLogCounters = registerPodLogMetrics(metrics.registry, () => podLogs);
   if (collect.logs.enabled) {
     podLogs = createPodLogSource(
-      { logs: collect.logs, identity },
+      { logs: collect.logs, identity, ingest: ingestLimits },
       {
         logger,
         clock,

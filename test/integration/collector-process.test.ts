@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AGENT_ID_FILE } from '../../collector/agent-id.js';
 import { DemoGateway, type DemoGatewayOptions } from '../../demo-gateway/demo-gateway.js';
-import { AgentMessage } from '../../proto/index.js';
+import { AgentMessage, ConfigUpdate } from '../../proto/index.js';
 import {
   createTestNamespace,
   criLine,
@@ -207,7 +207,7 @@ describe('collector process', () => {
     expect(await second.exited).toEqual({ code: 0, signal: null });
   });
 
-  it('ships pod log lines from the cluster to the gateway, each exactly once', async () => {
+  it('ships pod log lines to the gateway exactly once and applies ingest rules from a ConfigUpdate live', async () => {
     const kc = loadKubeConfig(kubeconfigPath);
     const namespace = await createTestNamespace(kc, 'e2e-logs');
     cleanups.push(() => namespace.delete());
@@ -234,7 +234,7 @@ describe('collector process', () => {
       `      - namespace: ${namespace.name}`,
     ]);
     const collector = run(TOKEN);
-    await gateway.waitForSession();
+    const session = await gateway.waitForSession();
     const at = new Date();
     for (let i = 1; i <= 5; i++) appendFileSync(logsFile, criLine(at, `e2e line ${String(i)}`));
 
@@ -265,6 +265,29 @@ describe('collector process', () => {
       container: 'main',
     });
     expect(gateway.store.duplicates).toBe(0);
+
+    // A ConfigUpdate's ingest rules apply to the open stream without a restart.
+    const update = ConfigUpdate.fromPartial({
+      configVersion: 'ingest-1',
+      config: { ingestRules: { maxLineBytes: '16' } },
+    });
+    expect(gateway.sendConfigUpdate(session.sessionId, update)).toBe(true);
+    await collector.waitForLog('ingest limits updated');
+    appendFileSync(logsFile, criLine(new Date(), 'e2e line 6 is longer than sixteen bytes'));
+    const cut = await eventually(
+      'the long line, truncated',
+      () => {
+        const entries = gateway.store
+          .payloads('logs')
+          .map((bytes) => AgentMessage.decode(bytes))
+          .flatMap((message) =>
+            message.payload?.$case === 'logs' ? message.payload.value.entries : [],
+          );
+        return Promise.resolve(entries.find((entry) => entry.message.startsWith('e2e line 6')));
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    expect(cut).toMatchObject({ message: 'e2e line 6 is lo', truncated: true });
     collector.kill('SIGTERM');
     expect(await collector.exited).toEqual({ code: 0, signal: null });
   });

@@ -74,9 +74,9 @@ export function batchMessageId(instance: ContainerInstance, from: string, to: st
 
 export class ContainerLog {
   readonly instance: ContainerInstance;
-  readonly #options: ContainerLogOptions;
+  #options: ContainerLogOptions;
   readonly #joiner = new Joiner();
-  readonly #bucket: TokenBucket | undefined;
+  #bucket: TokenBucket | undefined;
   /** Last line read on the current connection, for numbering equal timestamps. */
   #last: LinePosition | undefined;
   /** Lines at or before this position were already delivered: skipped. */
@@ -104,6 +104,22 @@ export class ContainerLog {
     this.#bucket = TokenBucket.isUnlimited(options.limits.rate)
       ? undefined
       : new TokenBucket(options.limits.rate, options.nowMs);
+  }
+
+  /**
+   * Applies new ingest limits (a gateway ConfigUpdate) from the next line on. A changed rate
+   * starts a full bucket, as a new stream would.
+   */
+  setLimits(limits: IngestLimits, nowMs: number): void {
+    const rateChanged =
+      limits.rate.ratePerSecond !== this.#options.limits.rate.ratePerSecond ||
+      limits.rate.burst !== this.#options.limits.rate.burst;
+    this.#options = { ...this.#options, limits };
+    if (rateChanged) {
+      this.#bucket = TokenBucket.isUnlimited(limits.rate)
+        ? undefined
+        : new TokenBucket(limits.rate, nowMs);
+    }
   }
 
   /** Where a new connection resumes: after this position (undefined: nothing read yet). */

@@ -91,6 +91,8 @@ export interface PodLogSourceStats {
 
 export interface PodLogSource extends Source, AsyncDisposable {
   stats(): PodLogSourceStats;
+  /** Applies new ingest limits (from a gateway ConfigUpdate) to every stream, open or new. */
+  setIngestLimits(next: IngestLimits): void;
 }
 
 const DROPPED_LABELS = [
@@ -136,7 +138,7 @@ export function createPodLogSource(
   const logger = deps.logger.child({ component: 'pod-logs' });
   const counters = deps.counters ?? noopPodLogCounters;
   const { clock } = deps;
-  const limits = options.ingest ?? DEFAULT_INGEST_LIMITS;
+  let limits = options.ingest ?? DEFAULT_INGEST_LIMITS;
   const eligible = compileEligibility(options.logs);
   const desired = new Map<string, Desired>();
   const logs = new Map<string, ContainerLog>();
@@ -411,6 +413,12 @@ export function createPodLogSource(
   return {
     name: 'pod-logs',
     up: () => listed && !forbidden,
+    setIngestLimits(next) {
+      limits = next;
+      const now = clock.now();
+      for (const log of logs.values()) log.setLimits(next, now);
+      logger.info({ maxLineBytes: next.maxLineBytes, rate: next.rate }, 'ingest limits updated');
+    },
     stats: () => {
       const s = scheduler?.stats() ?? { active: 0, queued: 0, maxActive: 0 };
       let unreleased = 0;
