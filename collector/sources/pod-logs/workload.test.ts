@@ -1,0 +1,86 @@
+// Workload resolution: ReplicaSet -> Deployment, Job -> CronJob, other controllers as they are,
+// cached for 5 minutes; a failed lookup yields (and caches) the direct owner.
+import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { WorkloadResolver, type OwnerLookup } from './workload.js';
+
+function ref(kind: string, name: string, controller = true): V1OwnerReference {
+  return { apiVersion: 'v1', kind, name, uid: `${kind}-${name}`, controller };
+}
+
+function podOwnedBy(...owners: V1OwnerReference[]): V1Pod {
+  return { metadata: { name: 'p', namespace: 'prod', ownerReferences: owners } };
+}
+
+/** Owners by `<kind>/<name>`; a missing entry has no controller, 'throw' fails the lookup. */
+function lookup(table: Record<string, V1OwnerReference | 'throw'>) {
+  const calls: string[] = [];
+  const fn: OwnerLookup = (kind, namespace, name) => {
+    calls.push(`${kind}/${namespace}/${name}`);
+    const answer = table[`${kind}/${name}`];
+    if (answer === 'throw') return Promise.reject(new Error('forbidden'));
+    return Promise.resolve(answer);
+  };
+  return { fn, calls };
+}
+
+describe('WorkloadResolver', () => {
+  it('resolves ReplicaSet -> Deployment and Job -> CronJob through the controller reference', async () => {
+    const { fn, calls } = lookup({
+      'ReplicaSet/web-7d9f': ref('Deployment', 'web'),
+      'Job/nightly-2900': ref('CronJob', 'nightly'),
+    });
+    const resolver = new WorkloadResolver(fn, () => 0);
+    expect(await resolver.resolve(podOwnedBy(ref('ReplicaSet', 'web-7d9f')))).toEqual({
+      name: 'web',
+      kind: 'Deployment',
+    });
+    expect(await resolver.resolve(podOwnedBy(ref('Job', 'nightly-2900')))).toEqual({
+      name: 'nightly',
+      kind: 'CronJob',
+    });
+    expect(calls).toEqual(['ReplicaSet/prod/web-7d9f', 'Job/prod/nightly-2900']);
+  });
+
+  it('keeps a bare ReplicaSet or Job, other controllers as they are, and a pod without one blank', async () => {
+    const { fn, calls } = lookup({});
+    const resolver = new WorkloadResolver(fn, () => 0);
+    expect(await resolver.resolve(podOwnedBy(ref('ReplicaSet', 'rs')))).toEqual({
+      name: 'rs',
+      kind: 'ReplicaSet',
+    });
+    expect(await resolver.resolve(podOwnedBy(ref('Job', 'once')))).toEqual({
+      name: 'once',
+      kind: 'Job',
+    });
+    expect(await resolver.resolve(podOwnedBy(ref('StatefulSet', 'db')))).toEqual({
+      name: 'db',
+      kind: 'StatefulSet',
+    });
+    expect(await resolver.resolve(podOwnedBy(ref('DaemonSet', 'agent')))).toEqual({
+      name: 'agent',
+      kind: 'DaemonSet',
+    });
+    // Only the controller reference counts.
+    expect(await resolver.resolve(podOwnedBy(ref('ReplicaSet', 'x', false)))).toEqual({
+      name: '',
+      kind: '',
+    });
+    expect(await resolver.resolve({ metadata: { name: 'bare' } })).toEqual({ name: '', kind: '' });
+    expect(calls).toEqual(['ReplicaSet/prod/rs', 'Job/prod/once']);
+  });
+
+  it('caches for 5 minutes, including the direct owner after a failed lookup', async () => {
+    let now = 0;
+    const { fn, calls } = lookup({ 'ReplicaSet/web-1': 'throw' });
+    const resolver = new WorkloadResolver(fn, () => now);
+    const pod = podOwnedBy(ref('ReplicaSet', 'web-1'));
+    expect(await resolver.resolve(pod)).toEqual({ name: 'web-1', kind: 'ReplicaSet' });
+    now += 5 * 60_000 - 1;
+    expect(await resolver.resolve(pod)).toEqual({ name: 'web-1', kind: 'ReplicaSet' });
+    expect(calls).toHaveLength(1);
+    now += 1;
+    await resolver.resolve(pod);
+    expect(calls).toHaveLength(2);
+  });
+});
