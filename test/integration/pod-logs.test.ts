@@ -2,13 +2,15 @@
 import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DurableBuffer } from '../../collector/buffer/durable-buffer.js';
 import { kubePodLogAccess } from '../../collector/sources/pod-logs/kube-access.js';
 import {
   createPodLogSource,
+  noopPodLogCounters,
+  type PodLogCounters,
   type PodLogSourceOptions,
 } from '../../collector/sources/pod-logs/pod-log-source.js';
 import type { LogRuleConfig } from '../../collector/sources/pod-logs/eligibility.js';
@@ -22,6 +24,7 @@ import {
   serveLogsFromFile,
   type TestNamespace,
 } from '../helpers/kube.js';
+import { startTcpProxy } from '../helpers/tcp-proxy.js';
 
 const kc = loadKubeConfig(inject('kubeconfigPath'));
 const core = kc.makeApiClient(CoreV1Api);
@@ -108,18 +111,28 @@ function options(rules: LogRuleConfig[], checkpointDir: string): PodLogSourceOpt
   };
 }
 
-function run(rules: LogRuleConfig[], dir: string) {
+interface RunExtras {
+  readonly kc?: KubeConfig;
+  readonly options?: Partial<PodLogSourceOptions>;
+  readonly counters?: PodLogCounters;
+}
+
+function run(rules: LogRuleConfig[], dir: string, extras: RunExtras = {}) {
   const buffer = new DurableBuffer(
     { path: join(dir, 'buffer.db'), maxMemoryBytes: 1 << 20, maxDiskBytes: 64 << 20 },
     { logger },
   );
-  const source = createPodLogSource(options(rules, join(dir, 'checkpoints')), {
-    logger,
-    clock: systemClock,
-    sink: buffer,
-    releases: buffer,
-    kube: kubePodLogAccess(kc),
-  });
+  const source = createPodLogSource(
+    { ...options(rules, join(dir, 'checkpoints')), ...extras.options },
+    {
+      logger,
+      clock: systemClock,
+      sink: buffer,
+      releases: buffer,
+      kube: kubePodLogAccess(extras.kc ?? kc),
+      counters: extras.counters ?? noopPodLogCounters,
+    },
+  );
   return { buffer, source };
 }
 
@@ -140,6 +153,36 @@ async function appendNumbered(count: number): Promise<void> {
   for (let i = 0; i < count; i++) text += criLine(at, `n-${String(lineNo++)}`);
   await appendFile(logsFile, text);
 }
+
+/** The numbers of the `n-<k>` lines delivered, k >= from, in delivery order. */
+function numbersFrom(seen: Map<string, string[]>, from: number): number[] {
+  return [...seen.values()]
+    .flat()
+    .map((l) => l.split('/')[2] ?? '')
+    .filter((t) => t.startsWith('n-'))
+    .map((t) => Number(t.slice(2)))
+    .filter((n) => n >= from);
+}
+
+/** Appends 4 lines per millisecond timestamp every 30 ms until stopped. */
+function steadyWriter(): { stop(): Promise<void> } {
+  const writing = new AbortController();
+  const done = (async () => {
+    while (!writing.signal.aborted) {
+      await appendNumbered(4);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+  })();
+  return {
+    async stop() {
+      writing.abort();
+      await done;
+    },
+  };
+}
+
+const delivered = (seen: Map<string, string[]>, n: number) => () =>
+  Promise.resolve(numbersFrom(seen, 0).includes(n) || undefined);
 
 describe('pod log source', () => {
   it('tails on first sight, follows appended lines, and selects exactly the intended containers', async () => {
@@ -223,5 +266,62 @@ describe('pod log source', () => {
     const last = numbers.at(-1) ?? -1;
     expect(numbers.length).toBeGreaterThan(60);
     expect(numbers).toEqual(Array.from({ length: last - firstLine + 1 }, (_, i) => firstLine + i));
+  });
+
+  it('a follow stream cut while the container runs, or gone silent, resumes with no loss or duplicate', async () => {
+    const dir = await mkdtemp(join(scratch, 'c-'));
+    const seen = new Map<string, string[]>();
+    const proxy = await startTcpProxy(kc);
+    const errors: string[] = [];
+    const counts = { reconnects: 0 };
+    const { buffer, source } = run([{ ...keepRule(), tail_lines: 100_000 }], dir, {
+      kc: proxy.kubeConfig,
+      options: { streamIdleTimeoutMs: 1_500 },
+      counters: {
+        ...noopPodLogCounters,
+        streamErrors: (kind) => errors.push(kind),
+        reconnects: (n) => {
+          counts.reconnects += n;
+        },
+      },
+    });
+    const stop = drain(buffer, seen);
+    const firstLine = lineNo;
+    const writer = steadyWriter();
+    try {
+      await source.start(AbortSignal.timeout(120_000));
+      await eventually('the first lines', delivered(seen, firstLine + 20), { timeoutMs: 30_000 });
+      // Connection resets (a proxy or an API server restart) while lines keep coming.
+      for (let cut = 0; cut < 2; cut++) {
+        const cutsBefore = errors.filter((e) => e === 'cut').length;
+        proxy.cut();
+        await eventually(
+          'the cut to be seen',
+          () => Promise.resolve(errors.filter((e) => e === 'cut').length > cutsBefore || undefined),
+          { timeoutMs: 30_000 },
+        );
+        await eventually('lines after the cut', delivered(seen, lineNo + 20), {
+          timeoutMs: 30_000,
+        });
+      }
+      // A half-open connection: nothing arrives and nothing fails; the idle watchdog closes it.
+      const reconnectsBefore = counts.reconnects;
+      proxy.freeze();
+      await eventually('lines after the freeze', delivered(seen, lineNo + 20), {
+        timeoutMs: 30_000,
+      });
+      expect(counts.reconnects).toBeGreaterThan(reconnectsBefore);
+    } finally {
+      await writer.stop();
+    }
+    const last = lineNo - 1;
+    await eventually('every line written', delivered(seen, last), { timeoutMs: 30_000 });
+    stop();
+    await source.close();
+    await buffer.close();
+    await proxy.close();
+    const numbers = numbersFrom(seen, firstLine);
+    expect(numbers).toEqual(Array.from({ length: last - firstLine + 1 }, (_, i) => firstLine + i));
+    expect(errors.filter((e) => e === 'cut').length).toBeGreaterThanOrEqual(2);
   });
 });

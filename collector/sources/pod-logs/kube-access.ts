@@ -34,6 +34,14 @@ export function kubePodLogAccess(kc: KubeConfig): PodLogKubeAccess {
     logs: {
       async open(request, signal) {
         const out = new PassThrough();
+        // client-node pipes the response body into `out`, and pipe() passes no error on: a
+        // connection cut mid-stream would leave `out` open forever. Fail it instead, so the
+        // session ends and reconnects from its position.
+        out.once('pipe', (body: NodeJS.ReadableStream) => {
+          body.once('error', (err: Error) => {
+            out.destroy(err);
+          });
+        });
         const controller = await log.log(request.namespace, request.pod, request.container, out, {
           follow: request.follow,
           timestamps: true,

@@ -44,6 +44,12 @@ export interface PodLogSourceOptions {
   readonly ingest?: IngestLimits;
   /** A stream yields its slot after this long while others wait (default 30 s). */
   readonly fairnessSliceMs?: number;
+  /**
+   * A stream that delivers no bytes for this long is closed and reopened from its position
+   * (default 5 min): a half-open connection, dropped by a proxy without a FIN, would otherwise
+   * hold its slot and deliver nothing forever.
+   */
+  readonly streamIdleTimeoutMs?: number;
   /** How often batches are cut and enqueued (default 250 ms). */
   readonly flushIntervalMs?: number;
   /** Checkpoints of a deleted pod are removed this long after the deletion (default 10 min). */
@@ -251,7 +257,11 @@ export function createPodLogSource(
     const { log, tail } = containerLogFor(pod, target.container);
     const resumeAfter = log.resumeAfter();
     log.beginConnection();
-    let lines: number;
+    // The connection ends with the session, or earlier when the idle watchdog closes it.
+    const connection = new AbortController();
+    const connectionSignal = AbortSignal.any([signal, connection.signal]);
+    const read = { lines: 0, lastByteAtMs: clock.now(), idle: false };
+    const watchdog = watchIdle(read, connection, connectionSignal);
     try {
       const body = await deps.kube.logs.open(
         {
@@ -261,46 +271,89 @@ export function createPodLogSource(
           follow: target.follow,
           ...resumeOrTail(resumeAfter, tail, target.tailLines),
         },
-        signal,
+        connectionSignal,
       );
-      lines = await readBody(body, log);
-      if (lines > 0) tailPending.delete(log);
+      await readBody(body, log, read, connectionSignal);
     } catch (err: unknown) {
-      return sessionFailed(err, key, signal);
+      // Closed on our side (preempted, idle, stopping): an error here is that close.
+      if (!connectionSignal.aborted) {
+        if (read.lines === 0) return sessionFailed(err, key, signal);
+        // Cut after it delivered lines: resume at once from the position.
+        counters.streamErrors('cut');
+        counters.reconnects(1);
+        logger.debug({ key, err }, 'log stream cut, resuming');
+        return 'again';
+      }
     } finally {
+      if (read.lines > 0) tailPending.delete(log);
+      connection.abort();
+      await watchdog;
       log.flushJoiner(clock.now(), false);
       requestFlush();
     }
-    if (!target.follow) return 'done';
+    const closedByUs = read.idle || signal.aborted;
+    // A read to the end is done; one closed early (preempted, idle) goes on from its position.
+    if (!target.follow) return closedByUs ? 'again' : 'done';
     counters.reconnects(1);
-    // Ended while following: preempted, kubelet rotation, or the container stopped. Reconnect
-    // at once if it produced lines, after backoff if not (a stopped container says nothing).
-    return lines > 0 || signal.aborted ? 'again' : 'retry';
+    // Ended while following: preempted, idle, kubelet rotation, or the container stopped.
+    // Reconnect at once if it produced lines or was closed on our side, after backoff if not (a
+    // stopped container says nothing).
+    return read.lines > 0 || closedByUs ? 'again' : 'retry';
   }
 
-  /** Feeds a log body into its ContainerLog; returns the number of lines read. */
-  async function readBody(body: AsyncIterable<Buffer>, log: ContainerLog): Promise<number> {
-    const splitter = new LineSplitter(limits.maxLineBytes > 0 ? limits.maxLineBytes + 64 : 0);
-    let lines = 0;
-    try {
-      for await (const chunk of body) {
-        counters.bytesRead(chunk.length);
-        const now = clock.now();
-        for (const line of splitter.push(chunk)) {
-          log.accept(line, now);
-          lines++;
-        }
-        if (log.hasFullBatch()) requestFlush();
+  /** Closes the connection when no byte arrived for streamIdleTimeoutMs; ends with it. */
+  async function watchIdle(
+    read: { lastByteAtMs: number; idle: boolean },
+    connection: AbortController,
+    connectionSignal: AbortSignal,
+  ): Promise<void> {
+    const idleMs = Math.max(1, options.streamIdleTimeoutMs ?? 5 * 60_000);
+    // Each turn sleeps until the earliest moment the stream can have been idle for idleMs.
+    while (!connectionSignal.aborted) {
+      const quietMs = clock.now() - read.lastByteAtMs;
+      if (quietMs >= idleMs) {
+        read.idle = true;
+        connection.abort();
+        return;
       }
-      const last = splitter.end();
-      if (last) {
-        log.accept(last, clock.now());
+      try {
+        await clock.sleep(idleMs - quietMs, connectionSignal);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  /** Feeds a log body into its ContainerLog, counting lines into `read`. */
+  async function readBody(
+    body: AsyncIterable<Buffer>,
+    log: ContainerLog,
+    read: { lines: number; lastByteAtMs: number },
+    connectionSignal: AbortSignal,
+  ): Promise<void> {
+    const splitter = new LineSplitter(limits.maxLineBytes > 0 ? limits.maxLineBytes + 64 : 0);
+    for await (const chunk of body) {
+      counters.bytesRead(chunk.length);
+      const now = clock.now();
+      read.lastByteAtMs = now;
+      let lines = 0;
+      for (const line of splitter.push(chunk)) {
+        log.accept(line, now);
         lines++;
       }
-    } finally {
+      // Counted as read, so a stream that stays open for days still shows its lines.
+      read.lines += lines;
       counters.linesRead(lines);
+      if (log.hasFullBatch()) requestFlush();
     }
-    return lines;
+    // An unterminated last line is whole only if the server ended the stream. On our abort
+    // it may be a fragment: drop it, the next connection reads the line again.
+    const last = splitter.end();
+    if (last && !connectionSignal.aborted) {
+      log.accept(last, clock.now());
+      read.lines++;
+      counters.linesRead(1);
+    }
   }
 
   function sessionFailed(err: unknown, key: string, signal: AbortSignal): SessionOutcome {

@@ -1,0 +1,237 @@
+// The source's reconnect paths against a fake API server: an idle stream is closed by the
+// watchdog and reopened from its position; a stream cut after it delivered lines resumes at once,
+// dropping the fragment of a line that the cut split. Neither loses nor repeats a line.
+import { PassThrough } from 'node:stream';
+import type { V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { FakeClock } from '../../../test/helpers/fake-clock.js';
+import { AgentMessage } from '../../../proto/index.js';
+import type { BufferItem } from '../../buffer/types.js';
+import type { LogRequest, PodLogKubeAccess } from './kube-access.js';
+import { createPodLogSource, noopPodLogCounters, type PodLogSource } from './pod-log-source.js';
+
+const logger = pino({ level: 'silent' });
+const IDLE_MS = 10_000;
+
+const pod: V1Pod = {
+  metadata: { name: 'web-1', namespace: 'prod', uid: 'uid-1' },
+  spec: { nodeName: 'node-a', containers: [{ name: 'app' }] },
+  status: {
+    phase: 'Running',
+    containerStatuses: [
+      {
+        name: 'app',
+        image: 'i',
+        imageID: '',
+        ready: true,
+        restartCount: 0,
+        state: { running: { startedAt: new Date(0) } },
+      },
+    ],
+  },
+};
+
+interface Opened {
+  readonly request: LogRequest;
+  readonly body: PassThrough;
+  readonly signal: AbortSignal;
+}
+
+function hang(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    signal.addEventListener(
+      'abort',
+      () => {
+        reject(new Error('aborted'));
+      },
+      { once: true },
+    );
+  });
+}
+
+/** One pod; every log request opens a body the test writes to, ended on the request's abort. */
+function fakeKube() {
+  const opens: Opened[] = [];
+  const kube: PodLogKubeAccess = {
+    listWatch: () => ({
+      list: () => Promise.resolve({ items: [pod], resourceVersion: '1' }),
+      watch: (_rv, _onEvent, signal) => hang(signal),
+    }),
+    logs: {
+      open: (request, signal) => {
+        const body = new PassThrough();
+        signal.addEventListener(
+          'abort',
+          () => {
+            body.end();
+          },
+          { once: true },
+        );
+        opens.push({ request, body, signal });
+        return Promise.resolve(body);
+      },
+    },
+    owners: () => Promise.resolve(undefined),
+  };
+  return { kube, opens };
+}
+
+const SECOND = '2025-03-01T10:00:07';
+/** A line as the API server sends it with timestamps=true. */
+const line = (nanos: number, text: string): string =>
+  `${SECOND}.${String(nanos).padStart(9, '0')}Z ${text}\n`;
+
+const sources: PodLogSource[] = [];
+afterEach(async () => {
+  for (const s of sources.splice(0)) await s.close();
+});
+
+async function started() {
+  const clock = new FakeClock();
+  const { kube, opens } = fakeKube();
+  const delivered: string[] = [];
+  const counted = { reconnects: 0, lines: 0, errors: [] as string[] };
+  const source = createPodLogSource(
+    {
+      logs: {
+        tail_lines: 10,
+        follow: true,
+        exclude_namespaces: [],
+        checkpoint_dir: '',
+        rules: [
+          {
+            id: 'r',
+            namespace: 'prod',
+            pod_names: [],
+            label_selector: '',
+            field_selector: '',
+            containers: [],
+          },
+        ],
+      },
+      identity: { clusterId: 'c', agentId: 'a' },
+      streamIdleTimeoutMs: IDLE_MS,
+      flushIntervalMs: 10,
+    },
+    {
+      logger,
+      clock,
+      kube,
+      sink: {
+        enqueue: (item: BufferItem) => {
+          const message = AgentMessage.decode(item.payload);
+          if (message.payload?.$case !== 'logs') return;
+          for (const e of message.payload.value.entries) delivered.push(e.raw.toString());
+        },
+      },
+      counters: {
+        ...noopPodLogCounters,
+        linesRead: (n) => {
+          counted.lines += n;
+        },
+        reconnects: (n) => {
+          counted.reconnects += n;
+        },
+        streamErrors: (kind) => {
+          counted.errors.push(kind);
+        },
+      },
+    },
+  );
+  sources.push(source);
+  await source.start(new AbortController().signal);
+  await vi.waitFor(() => {
+    expect(opens).toHaveLength(1);
+  });
+  return { clock, opens, delivered, counted };
+}
+
+/** Backoff sleeps: anything the clock was asked to sleep that is not the watchdog's. */
+const backoffs = (clock: FakeClock): number[] => clock.sleeps.filter((ms) => ms > IDLE_MS);
+
+describe('pod log source reconnects', () => {
+  it('closes a stream idle for streamIdleTimeoutMs and resumes from its position', async () => {
+    const { clock, opens, delivered, counted } = await started();
+    const first = opens[0];
+    expect(first?.request).toMatchObject({ follow: true, tailLines: 10 });
+    first?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c'));
+    // The joiner holds the last record until the next line or 2 s (of the clock) of quiet.
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b']);
+    });
+    clock.advance(2_500);
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b', 'c']);
+    });
+    // Bytes keep the stream open: a line at 6 s, then 8.5 s of silence is not 10 s of it.
+    clock.advance(3_500);
+    first?.body.write(line(3, 'd'));
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(4);
+    });
+    clock.advance(2_500);
+    await vi.waitFor(() => {
+      expect(delivered).toHaveLength(4);
+    });
+    clock.advance(6_000);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(opens).toHaveLength(1);
+    expect(first?.signal.aborted).toBe(false);
+    // Ten seconds after the last byte, the watchdog closes it; the reconnect asks from the
+    // position's second and skips what was read.
+    clock.advance(1_500);
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(2);
+    });
+    expect(first?.signal.aborted).toBe(true);
+    const second = opens[1];
+    expect(second?.request.tailLines).toBeUndefined();
+    expect(second?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+    second?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c') + line(3, 'd') + line(3, 'e'));
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(9);
+    });
+    clock.advance(2_500);
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b', 'c', 'd', 'e']);
+    });
+    expect(backoffs(clock)).toEqual([]);
+    expect(counted.reconnects).toBe(1);
+    expect(counted.errors).toEqual([]);
+  });
+
+  it('resumes a stream cut mid-line at once, without the fragment, with no loss or duplicate', async () => {
+    const { clock, opens, delivered, counted } = await started();
+    const first = opens[0];
+    first?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c').slice(0, 20));
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a']);
+    });
+    first?.body.destroy(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(2);
+    });
+    const second = opens[1];
+    expect(second?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+    second?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c') + line(4, 'd'));
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(6);
+    });
+    clock.advance(2_500);
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b', 'c', 'd']);
+    });
+    expect(backoffs(clock)).toEqual([]);
+    expect(counted.errors).toEqual(['cut']);
+    expect(counted.reconnects).toBe(1);
+  });
+
+  it('backs off a request that fails before any line', async () => {
+    const { clock, opens, counted } = await started();
+    opens[0]?.body.destroy(Object.assign(new Error('boom'), { code: 500 }));
+    await clock.waitForSleep((ms) => ms < IDLE_MS);
+    expect(opens).toHaveLength(1);
+    expect(counted.errors).toEqual(['500']);
+  });
+});

@@ -1,0 +1,82 @@
+// A TCP proxy in front of the test API server, so a test can break the network path the way a
+// load balancer or a node's conntrack does: cut() resets every open connection, freeze() stops
+// forwarding on them without closing (a half-open connection). New connections pass normally.
+import { createServer, connect, type Socket } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+
+export interface TcpProxy {
+  /** A KubeConfig like the given one whose current cluster goes through the proxy. */
+  readonly kubeConfig: KubeConfig;
+  /** Connections currently open through the proxy. */
+  open(): number;
+  /** Destroys every open connection on both sides. */
+  cut(): void;
+  /** Stops forwarding on every open connection and leaves it open until its client closes it. */
+  freeze(): void;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(kc: KubeConfig): Promise<TcpProxy> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error('the kubeconfig has no current cluster');
+  const upstream = new URL(cluster.server);
+  const pairs = new Set<{ client: Socket; server: Socket }>();
+  const proxy = createServer((client) => {
+    const server = connect(Number(upstream.port || 443), upstream.hostname);
+    const pair = { client, server };
+    pairs.add(pair);
+    client.pipe(server);
+    server.pipe(client);
+    const end = (): void => {
+      pairs.delete(pair);
+      client.destroy();
+      server.destroy();
+    };
+    client.on('error', end).on('close', end);
+    server.on('error', end).on('close', end);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const address = proxy.address();
+  if (address === null || typeof address === 'string') throw new Error('proxy has no port');
+  const via = new KubeConfig();
+  via.loadFromOptions({
+    clusters: kc.clusters.map((c) =>
+      c.name === cluster.name
+        ? { ...c, server: `${upstream.protocol}//127.0.0.1:${String(address.port)}` }
+        : c,
+    ),
+    users: kc.users,
+    contexts: kc.contexts,
+    currentContext: kc.currentContext,
+  });
+  return {
+    kubeConfig: via,
+    open: () => pairs.size,
+    cut() {
+      for (const { client, server } of pairs) {
+        client.resetAndDestroy();
+        server.destroy();
+      }
+      pairs.clear();
+    },
+    freeze() {
+      for (const { client, server } of pairs) {
+        client.unpipe(server);
+        server.unpipe(client);
+        client.pause();
+        server.pause();
+      }
+    },
+    async close() {
+      for (const { client, server } of pairs) {
+        client.destroy();
+        server.destroy();
+      }
+      await new Promise<void>((resolve) => {
+        proxy.close(() => {
+          resolve();
+        });
+      });
+    },
+  };
+}
