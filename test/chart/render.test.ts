@@ -183,12 +183,52 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
       expect(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')).toEqual([]);
     });
 
-    it('the gates never change the collector ClusterRole', async () => {
-      const base = rulesOf(findOne(await renderWith({}), 'ClusterRole', COLLECTOR_ROLE));
+    it('the gates change the collector ClusterRole only by taking Secrets away', async () => {
+      const base = grants(rulesOf(findOne(await renderWith({}), 'ClusterRole', COLLECTOR_ROLE)));
       const all = await renderWith({
         rbac: { exec: true, nodeShell: true, nodeOps: true, write: true },
       });
-      expect(rulesOf(findOne(all, 'ClusterRole', COLLECTOR_ROLE))).toEqual(base);
+      const gated = grants(rulesOf(findOne(all, 'ClusterRole', COLLECTOR_ROLE)));
+      // The executor's token is a Secret in the release namespace: with the executor present,
+      // the collector must not be able to read it, and RBAC cannot exclude one Secret.
+      expect([...base].filter((grant) => !gated.has(grant)).sort()).toEqual([
+        '/secrets:get',
+        '/secrets:list',
+        '/secrets:watch',
+      ]);
+      expect([...gated].filter((grant) => !base.has(grant))).toEqual([]);
+    });
+
+    it('refuses every way of letting the collector read Secrets while the executor exists', async () => {
+      for (const [rbac, key] of [
+        [{ exec: true, collectorReadsSecrets: true }, 'rbac.collectorReadsSecrets=true'],
+        [{ nodeOps: true, readAll: true }, 'rbac.readAll'],
+        [
+          { write: true, extraRules: [{ resources: ['secrets'], verbs: ['get'] }] },
+          'rbac.extraRules[0]',
+        ],
+      ] as const) {
+        expect(await renderError(helm, { values: { rbac } })).toContain(key);
+      }
+      const readable = grants(
+        rulesOf(
+          findOne(
+            await renderWith({ rbac: { collectorReadsSecrets: false } }),
+            'ClusterRole',
+            COLLECTOR_ROLE,
+          ),
+        ),
+      );
+      expect(readable.has('/secrets:get')).toBe(false);
+    });
+
+    it('refuses extraRules that reach into containers or nodes, or use a wildcard', async () => {
+      for (const resource of ['pods/exec', 'nodes/proxy', 'pods/portforward', '*', 'pods/*']) {
+        const stderr = await renderError(helm, {
+          values: { rbac: { extraRules: [{ resources: [resource], verbs: ['get'] }] } },
+        });
+        expect(stderr).toContain(`rbac.extraRules[0].resources has "${resource}"`);
+      }
     });
 
     it('the collector reads logs, events, state, metrics and may ask SelfSubjectAccessReviews', async () => {

@@ -95,7 +95,7 @@ describe.each(HELM_VERSIONS)('chart schema and lint ($label)', ({ binary }) => {
       '--set',
       'secret.tenantToken=t',
       '--set',
-      'rbac.exec=true,rbac.nodeShell=true,rbac.nodeOps=true,rbac.write=true,rbac.readAll=true',
+      'rbac.exec=true,rbac.nodeShell=true,rbac.nodeOps=true,rbac.write=true',
       '--set',
       'serviceMonitor.enabled=true,persistence.enabled=false',
     ]);

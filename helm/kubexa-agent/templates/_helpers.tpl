@@ -52,6 +52,24 @@ true
 {{- end -}}
 {{- end -}}
 
+{{/*
+"true" when the collector's ClusterRole includes Secrets. Never together with the executor: its
+ServiceAccount token is a Secret in the release namespace, and RBAC cannot exclude one Secret.
+*/}}
+{{- define "kubexa.collectorReadsSecrets" -}}
+{{- $executor := include "kubexa.executorEnabled" . -}}
+{{- $asked := .Values.rbac.collectorReadsSecrets -}}
+{{- if and $executor (eq (toString $asked) "true") -}}
+{{- fail "kubexa-agent: rbac.collectorReadsSecrets=true cannot be combined with an executor gate (rbac.exec, rbac.nodeShell, rbac.nodeOps, rbac.write): the executor's token is a Secret in the release namespace, and a collector that reads Secrets could act as the executor. Leave rbac.collectorReadsSecrets unset (or false) to enable the executor." -}}
+{{- end -}}
+{{- if and $executor .Values.rbac.readAll -}}
+{{- fail "kubexa-agent: rbac.readAll cannot be combined with an executor gate (rbac.exec, rbac.nodeShell, rbac.nodeOps, rbac.write): readAll includes Secrets, among them the executor's token. Turn rbac.readAll off, or list the resources the collector needs in rbac.extraRules." -}}
+{{- end -}}
+{{- if and (not $executor) (ne (toString $asked) "false") -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "kubexa.executorName" -}}
 {{- printf "%s-executor" (include "kubexa.fullname" .) -}}
 {{- end -}}
