@@ -226,6 +226,37 @@ describe('gateway messages', () => {
     expect(beat).toMatchObject({ status: 'healthy', queueDepth: 0, droppedMessages: 0 });
   });
 
+  it('clamps an out-of-range ConfigUpdate and logs it, so a huge heartbeat never spins', async () => {
+    await using h = await startHarness();
+    const session = await h.gateway.waitForSession();
+    h.gateway.sendConfigUpdate(session.sessionId, {
+      configVersion: 'v8',
+      config: {
+        logCollectors: [],
+        watchers: [],
+        metricScrapers: [],
+        heartbeatIntervalSec: 2 ** 31 - 1,
+        batchSize: 1_000_000,
+        flushIntervalMs: 1,
+      },
+    });
+    await until(() => h.stream.settings.batchSize === 10_000, 'patched');
+    expect(h.stream.settings).toEqual({
+      heartbeatIntervalMs: 3_600_000,
+      batchSize: 10_000,
+      flushIntervalMs: 100,
+    });
+    const clamped = h.logs.lines.filter(
+      (l) => l.msg === 'gateway config update out of range: clamped',
+    );
+    expect(clamped.map((l) => [l['setting'], l['applied']])).toEqual([
+      ['heartbeatIntervalMs', 3_600_000],
+      ['batchSize', 10_000],
+      ['flushIntervalMs', 100],
+    ]);
+    await h.clock.waitForSleep((ms) => ms === 3_600_000);
+  });
+
   it('stops the stream on Shutdown, logs the reason, and reconnects by the backoff policy', async () => {
     await using h = await startHarness();
     const first = await h.gateway.waitForSession();

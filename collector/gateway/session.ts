@@ -22,7 +22,7 @@ import {
   handshakeHeaders,
   type AgentIdentity,
 } from './handshake.js';
-import { applySettingsPatch, type StreamSettings } from './settings.js';
+import { applySettingsPatch, SETTINGS_BOUNDS, type StreamSettings } from './settings.js';
 import type { GatewayBuffer, QueryHandler, SourceCounters, StreamCounters } from './types.js';
 import { Wakeup } from './wakeup.js';
 
@@ -295,7 +295,13 @@ export class Session {
 
   #applyConfig(update: ConfigUpdate | undefined): void {
     if (!update) return;
-    const changed = applySettingsPatch(this.#ctx.settings, update.config);
+    const { changed, clamped } = applySettingsPatch(this.#ctx.settings, update.config);
+    for (const { setting, requested, applied } of clamped) {
+      this.#ctx.logger.warn(
+        { setting, requested, applied, bounds: SETTINGS_BOUNDS[setting] },
+        'gateway config update out of range: clamped',
+      );
+    }
     if (Object.keys(changed).length > 0) {
       this.#ctx.logger.info(
         { changed, configVersion: update.configVersion },

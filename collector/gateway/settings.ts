@@ -13,25 +13,51 @@ export interface StreamSettings {
 export type SettingsChange = Partial<StreamSettings>;
 
 /**
+ * The range a gateway ConfigUpdate may set each setting to. A value outside it is clamped, not
+ * refused: the gateway's intent (faster, slower, bigger) is kept, but a heartbeat can never be
+ * written every millisecond (Node turns a timer above 2^31-1 ms into 1 ms), nor a batch grow
+ * without bound.
+ */
+export const SETTINGS_BOUNDS: Readonly<Record<keyof StreamSettings, { min: number; max: number }>> =
+  {
+    heartbeatIntervalMs: { min: 5_000, max: 3_600_000 },
+    batchSize: { min: 1, max: 10_000 },
+    flushIntervalMs: { min: 100, max: 3_600_000 },
+  };
+
+/** A value the gateway asked for that was outside SETTINGS_BOUNDS, and what was used instead. */
+export interface ClampedSetting {
+  readonly setting: keyof StreamSettings;
+  readonly requested: number;
+  readonly applied: number;
+}
+
+export interface SettingsPatchResult {
+  readonly changed: SettingsChange;
+  readonly clamped: readonly ClampedSetting[];
+}
+
+/**
  * Applies a ConfigSnapshot as a PATCH: proto3 scalars cannot be absent, so 0 means "unchanged"
- * (a zero interval or batch would be meaningless anyway). Mutates `settings` and returns what
- * changed.
+ * (a zero interval or batch would be meaningless anyway). Values are clamped to SETTINGS_BOUNDS
+ * first. Mutates `settings` and returns what changed and what was clamped (for the log).
  */
 export function applySettingsPatch(
   settings: StreamSettings,
   snapshot: ConfigSnapshot | undefined,
-): SettingsChange {
-  const change: SettingsChange = {};
-  if (!snapshot) return change;
-  const heartbeatMs = snapshot.heartbeatIntervalSec * 1000;
-  if (heartbeatMs > 0 && heartbeatMs !== settings.heartbeatIntervalMs) {
-    change.heartbeatIntervalMs = settings.heartbeatIntervalMs = heartbeatMs;
-  }
-  if (snapshot.batchSize > 0 && snapshot.batchSize !== settings.batchSize) {
-    change.batchSize = settings.batchSize = snapshot.batchSize;
-  }
-  if (snapshot.flushIntervalMs > 0 && snapshot.flushIntervalMs !== settings.flushIntervalMs) {
-    change.flushIntervalMs = settings.flushIntervalMs = snapshot.flushIntervalMs;
-  }
-  return change;
+): SettingsPatchResult {
+  const changed: SettingsChange = {};
+  const clamped: ClampedSetting[] = [];
+  if (!snapshot) return { changed, clamped };
+  const apply = (setting: keyof StreamSettings, requested: number): void => {
+    if (!(requested > 0)) return; // 0 (unset), and anything not a positive number
+    const { min, max } = SETTINGS_BOUNDS[setting];
+    const applied = Math.min(max, Math.max(min, requested));
+    if (applied !== requested) clamped.push({ setting, requested, applied });
+    if (applied !== settings[setting]) changed[setting] = settings[setting] = applied;
+  };
+  apply('heartbeatIntervalMs', snapshot.heartbeatIntervalSec * 1000);
+  apply('batchSize', snapshot.batchSize);
+  apply('flushIntervalMs', snapshot.flushIntervalMs);
+  return { changed, clamped };
 }

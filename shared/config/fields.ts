@@ -28,8 +28,24 @@ function durationTypeMessage(input: unknown): string {
   return `expected a duration string such as 30s, 1m30s, 500ms or "0", got ${typeName(input)}`;
 }
 
+/**
+ * The longest duration any key accepts unless it sets a tighter `max`. Far below the ~24.8 days
+ * (2^31-1 ms) above which Node runs a timer after 1 ms, which would turn a long delay into a
+ * tight loop.
+ */
+export const MAX_DURATION = '24h';
+
+export interface DurationOptions {
+  /** Refuse "0". */
+  readonly positive?: boolean;
+  /** The longest accepted duration, as the file writes it; MAX_DURATION when unset. */
+  readonly max?: string;
+}
+
 /** A Go duration string in the file; milliseconds in Config. `positive` refuses "0". */
-export function durationField(options: { positive?: boolean } = {}) {
+export function durationField(options: DurationOptions = {}) {
+  const maxText = options.max ?? MAX_DURATION;
+  const maxMs = parseDuration(maxText);
   const schema = z
     .string({ error: (issue) => durationTypeMessage(issue.input) })
     .refine(isDuration, {
@@ -40,12 +56,15 @@ export function durationField(options: { positive?: boolean } = {}) {
     .refine((ms) => ms >= 0, { error: 'must not be negative' })
     .refine((ms) => options.positive !== true || ms !== 0, {
       error: 'must be longer than 0, e.g. 1s',
+    })
+    .refine((ms) => ms <= maxMs, {
+      error: `must be at most ${maxText}: write a shorter duration such as 30s or ${maxText}`,
     });
   return markField(schema, 'duration');
 }
 
 /** A duration with a default, written as the file would write it. */
-export function duration(defaultText: string, options: { positive?: boolean } = {}) {
+export function duration(defaultText: string, options: DurationOptions = {}) {
   return durationField(options).prefault(defaultText);
 }
 

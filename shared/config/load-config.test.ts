@@ -265,6 +265,31 @@ describe('loadConfig: durations', () => {
     ).toEqual(['gateway.reconnect_initial_delay', 'buffer.flush_interval']);
   });
 
+  it('refuses a duration longer than its maximum, naming the key and the bound', () => {
+    expect(
+      problems(
+        'gateway:\n  reconnect_max_delay: 600h\n  dial_timeout: 25h\n  handshake_timeout: 24h\nbuffer:\n  flush_interval: 2h\n',
+      ),
+    ).toEqual([
+      'gateway.reconnect_max_delay: must be at most 24h: write a shorter duration such as 30s or 24h',
+      'gateway.dial_timeout: must be at most 24h: write a shorter duration such as 30s or 24h',
+      'buffer.flush_interval: must be at most 1h: write a shorter duration such as 30s or 1h',
+    ]);
+    expect(
+      problemPaths(
+        'collect:\n  state:\n    resync_period: 48h\n    rules:\n      - resources: [pods]\n        resync_period: 25h\n',
+      ),
+    ).toEqual(['collect.state.resync_period', 'collect.state.rules[0].resync_period']);
+    expect(load('buffer:\n  flush_interval: 1h\n').config.buffer.flush_interval).toBe(3_600_000);
+  });
+
+  it('bounds buffer.batch_size to [1, 10000]', () => {
+    expect(problems('buffer:\n  batch_size: 10001\n')).toEqual([
+      'buffer.batch_size: must be at most 10000',
+    ]);
+    expect(load('buffer:\n  batch_size: 10000\n').config.buffer.batch_size).toBe(10_000);
+  });
+
   it('keeps rule-level durations unset unless written', () => {
     const { config } = load(
       'collect:\n  state:\n    rules:\n      - resources: [pods]\n        resync_period: 1m\n      - resources: [secrets]\n',

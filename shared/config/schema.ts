@@ -427,8 +427,9 @@ const BufferSection = z.object({
   /** Empty: memory only. */
   spill_dir: text(),
   max_disk_bytes: byteSize(512 * MIB, 0),
-  batch_size: integer(100, { min: 1 }),
-  flush_interval: duration('1s', { positive: true }),
+  /** The gateway's ConfigUpdate is clamped to the same range (collector/gateway/settings.ts). */
+  batch_size: integer(100, { min: 1, max: 10_000 }),
+  flush_interval: duration('1s', { positive: true, max: '1h' }),
 });
 
 const ObservabilitySection = z.object({
