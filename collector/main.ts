@@ -4,10 +4,10 @@
 // shorter than the chart's terminationGracePeriodSeconds.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { systemClock } from '../shared/clock.js';
 import { loadConfig } from '../shared/config/load-config.js';
 import { AgentError, ConfigError, getErrorMessage } from '../shared/errors.js';
 import { startServices } from '../shared/lifecycle/service.js';
@@ -54,7 +54,11 @@ function loadKubeConfig(): KubeConfig {
   return kube;
 }
 
-async function clusterIdWithRetry(kube: KubeConfig, logger: Logger): Promise<string> {
+async function clusterIdWithRetry(
+  kube: KubeConfig,
+  logger: Logger,
+  signal: AbortSignal,
+): Promise<string> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await readClusterId(kube);
@@ -67,7 +71,9 @@ async function clusterIdWithRetry(kube: KubeConfig, logger: Logger): Promise<str
         );
       }
       logger.warn({ attempt, reason }, 'cannot read the cluster id yet; retrying');
-      await systemClock.sleep(CLUSTER_ID_RETRY_MS, AbortSignal.timeout(CLUSTER_ID_RETRY_MS * 2));
+      // A ref'd timer on purpose: nothing else keeps the process alive yet, and an unref'd one
+      // would let Node exit 0 in the middle of the retry.
+      await sleep(CLUSTER_ID_RETRY_MS, undefined, { signal });
     }
   }
 }
@@ -94,8 +100,24 @@ async function main(): Promise<void> {
   const spillDir = config.buffer.spill_dir;
   if (spillDir !== '') mkdirSync(spillDir, { recursive: true });
   const agent = resolveAgentId(config.agent.agent_id, spillDir, randomUUID);
+  // A signal during start-up (the cluster id may take retries) stops the start cleanly.
+  const startup = new AbortController();
+  const onEarlySignal = (): void => {
+    startup.abort();
+  };
+  process.once('SIGTERM', onEarlySignal);
+  process.once('SIGINT', onEarlySignal);
   const kube = loadKubeConfig();
-  const clusterId = await clusterIdWithRetry(kube, logger);
+  let clusterId: string;
+  try {
+    clusterId = await clusterIdWithRetry(kube, logger, startup.signal);
+  } catch (err: unknown) {
+    if (startup.signal.aborted) {
+      logger.info('collector stopped during start-up');
+      process.exit(0);
+    }
+    throw err;
+  }
   logger.info(
     { version: AGENT_VERSION, clusterId, agentId: agent.agentId, agentIdSource: agent.source },
     'collector starting',
@@ -136,8 +158,11 @@ async function main(): Promise<void> {
   const onSignal = (signal: NodeJS.Signals): void => {
     void shutdown(signal, 0);
   };
+  process.off('SIGTERM', onEarlySignal);
+  process.off('SIGINT', onEarlySignal);
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+  if (startup.signal.aborted) void shutdown('signal during start-up', 0);
 
   collector.done.catch((err: unknown) => {
     // A failure no retry can fix (a refused token, the wrong address): say what to change.

@@ -304,6 +304,40 @@ describe('collector process', () => {
     expect(stderr + collector.stdout.join('\n')).not.toContain(WRONG_TOKEN);
   });
 
+  it('retries the cluster id while the API server is unreachable, then exits 1 saying what to check', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-collector-unreachable-'));
+    cleanups.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const kubeconfig = join(dir, 'kubeconfig.yaml');
+    // Port 1 on loopback: connection refused at once, every attempt.
+    writeFileSync(
+      kubeconfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]',
+        'users: [{name: u, user: {token: t}}]',
+        'contexts: [{name: x, context: {cluster: c, user: u}}]',
+        'current-context: x',
+        '',
+      ].join('\n'),
+    );
+    const configPath = join(dir, 'config.yaml');
+    writeFileSync(configPath, 'gateway:\n  address: 127.0.0.1:9\n  tls: false\n');
+    const collector = startCollector(configPath, {
+      KUBECONFIG: kubeconfig,
+      KUBEXA_TENANT_TOKEN: TOKEN,
+    });
+    const { code } = await collector.exited;
+    expect(code).toBe(1);
+    const retries = collector.lines.filter(
+      (line) => line.msg === 'cannot read the cluster id yet; retrying',
+    );
+    expect(retries.map((line) => line['attempt'])).toEqual([1, 2, 3, 4]);
+    expect(collector.stderr.join('')).toContain('cannot read the kube-system namespace');
+  });
+
   it('prints every config problem and exits 1', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kubexa-collector-config-'));
     cleanups.push(() => {
