@@ -12,7 +12,7 @@ import { createExecutorServer } from './server/executor-server.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
 const DEFAULT_SOCKET_PATH = '/run/kubexa/executor.sock';
-// Shorter than the chart's terminationGracePeriodSeconds (30 s), so a forced close still ends
+// Shorter than the chart's terminationGracePeriodSeconds (45 s), so a forced close still ends
 // before the kubelet's SIGKILL.
 const SHUTDOWN_TIMEOUT_MS = 20_000;
 

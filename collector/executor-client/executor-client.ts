@@ -4,6 +4,8 @@ import { credentials, type ServiceError } from '@grpc/grpc-js';
 import { ExecutorServiceClient, type GetCapabilitiesResponse } from '../../proto/index.js';
 import { AgentError } from '../../shared/errors.js';
 
+const CALL_DEADLINE_MS = 10_000;
+
 export interface ExecutorClient {
   getCapabilities(requestId: string, signal: AbortSignal): Promise<GetCapabilitiesResponse>;
   close(): void;
@@ -13,9 +15,16 @@ export function createExecutorClient(socketPath: string): ExecutorClient {
   const client = new ExecutorServiceClient(`unix://${socketPath}`, credentials.createInsecure());
   return {
     getCapabilities(requestId, signal) {
+      if (signal.aborted) {
+        return Promise.reject(
+          new AgentError('ERR_EXECUTOR_UNAVAILABLE', 'executor call cancelled before it started'),
+        );
+      }
       return new Promise((resolve, reject) => {
         const call = client.getCapabilities(
           { requestId },
+          // A deadline of its own: a wedged executor must not hang the caller.
+          { deadline: Date.now() + CALL_DEADLINE_MS },
           (err: ServiceError | null, response?: GetCapabilitiesResponse) => {
             signal.removeEventListener('abort', cancel);
             if (err !== null || response === undefined) {

@@ -1,6 +1,6 @@
 // The executor's only entry: a gRPC server on a Unix socket shared inside the Pod. It has no
 // network listener, and answers from its own configuration, never from what the caller claims.
-import { rm } from 'node:fs/promises';
+import { chmod, lstat, rm } from 'node:fs/promises';
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import {
@@ -47,7 +47,7 @@ export function createExecutorServer(
   return {
     name: 'executor-server',
     async start() {
-      await rm(options.socketPath, { force: true });
+      await removeStaleSocket(options.socketPath);
       await new Promise<void>((resolve, reject) => {
         server.bindAsync(
           `unix://${options.socketPath}`,
@@ -58,6 +58,8 @@ export function createExecutorServer(
           },
         );
       });
+      // Owner only: the collector runs as the same user; nobody else in the Pod may connect.
+      await chmod(options.socketPath, 0o600);
       logger.info({ socketPath: options.socketPath }, 'executor listening');
     },
     close() {
@@ -75,4 +77,17 @@ export function createExecutorServer(
       return closing;
     },
   };
+}
+
+/** Removes a socket left by an earlier run; refuses to delete anything that is not a socket. */
+async function removeStaleSocket(socketPath: string): Promise<void> {
+  const existing = await lstat(socketPath).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (existing === undefined) return;
+  if (!existing.isSocket()) {
+    throw new Error(`refusing to replace ${socketPath}: it exists and is not a socket`);
+  }
+  await rm(socketPath, { force: true });
 }

@@ -1,4 +1,4 @@
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -55,5 +55,33 @@ describe('executor server on a Unix socket', () => {
     await expect(client.getCapabilities('req-2', signal)).rejects.toMatchObject({
       code: 'ERR_EXECUTOR_UNAVAILABLE',
     });
+  });
+
+  it('creates its socket for its owner only and replaces a stale socket of an earlier run', async () => {
+    const first = await startExecutor([]);
+    expect((await stat(first.socketPath)).mode & 0o777).toBe(0o600);
+    // A second executor on the same path (a restart after a crash) takes the socket over.
+    const second = createExecutorServer(
+      { socketPath: first.socketPath, enabledGates: [], shutdownTimeoutMs: 2_000 },
+      { logger: pino({ level: 'silent' }) },
+    );
+    await second.start(new AbortController().signal);
+    cleanups.push(() => second.close());
+    expect((await stat(first.socketPath)).isSocket()).toBe(true);
+  });
+
+  it('refuses to delete a file at the socket path that is not a socket', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kubexa-executor-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const socketPath = join(dir, 'executor.sock');
+    await writeFile(socketPath, 'not a socket');
+    const server = createExecutorServer(
+      { socketPath, enabledGates: [], shutdownTimeoutMs: 2_000 },
+      { logger: pino({ level: 'silent' }) },
+    );
+    await expect(server.start(new AbortController().signal)).rejects.toThrow(
+      /refusing to replace .* it exists and is not a socket/,
+    );
+    expect((await stat(socketPath)).isFile()).toBe(true);
   });
 });
