@@ -78,7 +78,7 @@ export async function createCredentials(
   const rootCerts =
     options.caCertPath === undefined || options.caCertPath === ''
       ? null
-      : await readFile(options.caCertPath);
+      : await readCaFile(options.caCertPath);
   if (options.insecureSkipVerify === true) {
     logger.error(
       { address: options.address },
@@ -152,4 +152,17 @@ export function waitForReady(
     };
     check();
   });
+}
+
+/** Read on every dial, so a rotated CA bundle is picked up without a restart. */
+async function readCaFile(path: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (err: unknown) {
+    const reason = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new Error(
+      `gateway.ca_cert_path: cannot read ${path} (${reason}); mount the CA bundle there or fix the path`,
+      { cause: err },
+    );
+  }
 }
