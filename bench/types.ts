@@ -6,6 +6,10 @@ export interface BenchResult {
   readonly baselineItemsPerSecond: number;
   /** The figure the design promises, if any: the run fails when it is missed. */
   readonly targetItemsPerSecond?: number;
+  /** A ceiling instead (CPU share, memory): the run fails when the figure is above it. */
+  readonly targetAtMost?: number;
+  /** What both figures count, when not items/s (`% core`, `MiB`). */
+  readonly unit?: string;
 }
 
 export interface BenchContext {
