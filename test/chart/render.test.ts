@@ -222,6 +222,11 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
       expect(readable.has('/secrets:get')).toBe(false);
     });
 
+    it('never falls back to the namespace default ServiceAccount', async () => {
+      const stderr = await renderError(helm, { values: { serviceAccount: { create: false } } });
+      expect(stderr).toContain('serviceAccount.name is required when serviceAccount.create=false');
+    });
+
     it('refuses extraRules that reach into containers or nodes, or use a wildcard', async () => {
       for (const resource of ['pods/exec', 'nodes/proxy', 'pods/portforward', '*', 'pods/*']) {
         const stderr = await renderError(helm, {

@@ -41,7 +41,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "kubexa.fullname" .) .Values.serviceAccount.name -}}
 {{- else -}}
-{{- default "default" .Values.serviceAccount.name -}}
+{{- /* Never fall back to "default": the collector's ClusterRole would then reach every Pod that uses it. */ -}}
+{{- required "kubexa-agent: serviceAccount.name is required when serviceAccount.create=false (never the namespace's default ServiceAccount, which other Pods share)" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
 
