@@ -1,8 +1,9 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DurableBuffer } from './durable-buffer.js';
+import { isCorruption, isDiskFull } from './open-spill-database.js';
 import {
   captureLogger,
   makeItem,
@@ -29,7 +30,11 @@ function tempDir(): TempDir {
   return dir;
 }
 
-function openBuffer(dir: TempDir, options: Partial<BufferOptions> = {}) {
+function openBuffer(
+  dir: TempDir,
+  options: Partial<BufferOptions> = {},
+  now = Date.UTC(2025, 0, 2, 3, 4, 5),
+) {
   const captured = captureLogger();
   const counted: Partial<Record<DropReason | 'spilled' | 'replayed', number>> = {};
   const add = (key: DropReason | 'spilled' | 'replayed', n: number): void => {
@@ -55,7 +60,7 @@ function openBuffer(dir: TempDir, options: Partial<BufferOptions> = {}) {
           add(reason, n);
         },
       },
-      now: () => Date.UTC(2025, 0, 2, 3, 4, 5),
+      now: () => now,
     },
   );
   cleanups.push(() => buffer.close());
@@ -397,5 +402,120 @@ describe('DurableBuffer unreadable database', () => {
     expect(tail).toEqual(range(1000, 1030));
     expect(lines.some((l) => l.level === 50)).toBe(true);
     expect(existsSync(path)).toBe(true);
+  });
+
+  it('keeps only the newest moved-aside file when the database is corrupt again', async () => {
+    const dir = tempDir();
+    const path = join(dir.path, 'buffer.db');
+    writeFileSync(path, 'not a database, '.repeat(400));
+    const first = openBuffer(dir, {}, Date.UTC(2025, 0, 2, 3, 4, 5));
+    await first.buffer.close();
+    for (const suffix of ['-wal', '-shm']) rmSync(path + suffix, { force: true });
+    writeFileSync(path, 'still not a database, '.repeat(400));
+
+    const { buffer, lines } = openBuffer(dir, {}, Date.UTC(2025, 0, 3, 0, 0, 0));
+    expect(movedAside(dir)).toEqual(['buffer.db.corrupt-20250103T000000000Z']);
+    expect(readFileSync(join(dir.path, movedAside(dir)[0] ?? '')).toString()).toMatch(/^still/);
+    expect(lines.some((l) => l.msg.includes('deleted an earlier moved-aside'))).toBe(true);
+    enqueueRange(buffer, 0, 30);
+    expect(numbers(takeAll(buffer))).toEqual(range(0, 30));
+  });
+});
+
+describe('DurableBuffer disk faults', () => {
+  function movedAside(dir: TempDir): string[] {
+    return readdirSync(dir.path).filter((f) => f.includes('.corrupt-'));
+  }
+
+  /** Every spill database opened from now on refuses to grow past `pages` pages (SQLITE_FULL). */
+  function capDatabasePages(pages: number): void {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- called with .call(this)
+    const original = Database.prototype.pragma;
+    const spy = vi.spyOn(Database.prototype, 'pragma').mockImplementation(function (
+      this: Database.Database,
+      source,
+      options,
+    ) {
+      const result = original.call(this, source, options);
+      if (source === 'journal_mode = WAL') original.call(this, `max_page_count = ${pages}`);
+      return result;
+    });
+    cleanups.push(() => {
+      spy.mockRestore();
+    });
+  }
+
+  it('classifies SQLite error codes, extended codes included', () => {
+    const err = (code: string): Error => Object.assign(new Error(code), { code });
+    expect(isCorruption(err('SQLITE_CORRUPT'))).toBe(true);
+    expect(isCorruption(err('SQLITE_CORRUPT_INDEX'))).toBe(true);
+    expect(isCorruption(err('SQLITE_NOTADB'))).toBe(true);
+    expect(isCorruption(err('SQLITE_FULL'))).toBe(false);
+    expect(isCorruption(err('SQLITE_IOERR_WRITE'))).toBe(false);
+    expect(isCorruption(err('SQLITE_CORRUPTION_LOOKALIKE'))).toBe(false);
+    expect(isCorruption(new Error('no code'))).toBe(false);
+    expect(isDiskFull(err('SQLITE_FULL'))).toBe(true);
+    expect(isDiskFull(err('SQLITE_IOERR'))).toBe(false);
+  });
+
+  it('a full disk (SQLITE_FULL) keeps the file, drops by the overflow policy, and never throws', () => {
+    const dir = tempDir();
+    capDatabasePages(8);
+    const { buffer, lines, counted } = openBuffer(dir);
+    expect(() => {
+      enqueueRange(buffer, 0, 300);
+      for (const n of range(1000, 1005)) buffer.enqueue(makeItem(n, 'state'));
+    }).not.toThrow();
+
+    const stats = buffer.stats();
+    expect(movedAside(dir)).toEqual([]);
+    expect(stats.diskAvailable).toBe(true);
+    expect(stats.diskFull).toBe(true);
+    expect(stats.dropped.disk_error).toBe(0);
+    expect(stats.disk.depth).toBeGreaterThan(0); // what fitted before the disk filled
+    expect(stats.dropped.overflow_log).toBeGreaterThan(0);
+    expect(counted.overflow_log).toBe(stats.dropped.overflow_log);
+    expect(
+      lines.some((l) => l.msg.startsWith('spill disk full') && l['code'] === 'SQLITE_FULL'),
+    ).toBe(true);
+
+    // Nothing lost silently: every item is either delivered or counted, in FIFO order, and the
+    // state items displaced logs rather than being dropped.
+    const taken = numbers(takeAll(buffer));
+    expect(taken.length + stats.dropped.overflow_log).toBe(305);
+    expect(taken).toEqual([...taken].sort((a, b) => a - b));
+    expect(taken.slice(-5)).toEqual(range(1000, 1005));
+    expect(() => buffer.ack(buffer.take(0).map((i) => i.id))).not.toThrow();
+  });
+
+  it('an ack or a close on a full disk does not throw either', async () => {
+    const dir = tempDir();
+    capDatabasePages(8);
+    const { buffer } = openBuffer(dir);
+    enqueueRange(buffer, 0, 300);
+    const items = buffer.take(50);
+    expect(() => buffer.ack(items.map((i) => i.id))).not.toThrow();
+    expect(() => buffer.requeue()).not.toThrow();
+    await expect(buffer.close()).resolves.toBeUndefined();
+    expect(movedAside(dir)).toEqual([]);
+  });
+
+  it('starts memory-only when the database cannot be opened, and says so', async () => {
+    const dir = tempDir();
+    // A directory where the file should be: SQLITE_CANTOPEN, not corruption.
+    mkdirSync(join(dir.path, 'buffer.db'));
+    const { buffer, lines } = openBuffer(dir);
+    expect(buffer.stats()).toMatchObject({ diskAvailable: false, disk: { depth: 0, bytes: 0 } });
+    const error = lines.find((l) => l.level === 50);
+    expect(error?.msg).toMatch(/cannot be opened.*memory-only/);
+    expect(movedAside(dir)).toEqual([]);
+
+    // Memory (10 items) is the only tier: the overflow policy sheds the oldest logs.
+    expect(() => {
+      enqueueRange(buffer, 0, 30);
+    }).not.toThrow();
+    expect(buffer.stats().dropped.overflow_log).toBe(20);
+    expect(numbers(takeAll(buffer))).toEqual(range(20, 30));
+    await expect(buffer.close()).resolves.toBeUndefined();
   });
 });

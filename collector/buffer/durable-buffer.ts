@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { getErrorMessage } from '../../shared/errors.js';
 import { MemoryQueue, type MemoryItem } from './memory-queue.js';
-import { openSpillDatabase } from './open-spill-database.js';
+import { isCorruption, isDiskFull, openSpillDatabase, sqliteCode } from './open-spill-database.js';
 import { SpillStore, type SpillRow } from './spill-store.js';
 import {
   DROP_REASONS,
@@ -31,6 +31,8 @@ interface HeldItem {
 const READ_AHEAD_ROWS = 512;
 /** A spill frees this much beyond the need (capped by a quarter of memory): one commit per MiB. */
 const SPILL_SLACK_BYTES = 1024 * 1024;
+/** After SQLITE_FULL or a write error, the disk tier counts as full this long before a retry. */
+const DISK_FULL_RETRY_MS = 10_000;
 
 const overflowReason = (kind: ItemKind): DropReason => `overflow_${kind}`;
 const rank = (kind: ItemKind): number => ITEM_KINDS.indexOf(kind);
@@ -50,7 +52,10 @@ export class DurableBuffer implements AsyncDisposable {
   readonly #logger: Logger;
   readonly #counters: BufferCounters;
   readonly #now: () => number;
-  #store: SpillStore;
+  /** Undefined: the database could not be opened, and the buffer runs memory-only. */
+  #store: SpillStore | undefined;
+  /** Set by SQLITE_FULL or a write error: the disk holds no more than `bytes` until `until`. */
+  #diskFull: { bytes: number; until: number } | undefined;
 
   readonly #memory = new MemoryQueue();
   /** Bytes of every item whose payload is only in memory: pending, returned and in flight. */
@@ -65,6 +70,8 @@ export class DurableBuffer implements AsyncDisposable {
   /** Rows never handed out have seq > #diskCursor; #diskPending counts them. */
   #diskCursor = 0;
   #diskPending = 0;
+  /** The newest seq written to disk: the cursor skips to it when pending rows cannot be read. */
+  #diskMaxSeq = 0;
   #readAhead: SpillRow[] = [];
 
   #nextSeq: number;
@@ -84,12 +91,12 @@ export class DurableBuffer implements AsyncDisposable {
     this.#logger = deps.logger.child({ component: 'buffer' });
     this.#counters = deps.counters ?? noopBufferCounters;
     this.#now = deps.now ?? Date.now;
-    this.#store = this.#openStore();
-    const totals = this.#store.totals();
+    const totals = this.#openAtStart();
     this.#diskRows = totals.count;
     this.#diskBytes = totals.bytes;
     this.#diskPending = totals.count;
     this.#nextSeq = totals.maxSeq + 1;
+    this.#diskMaxSeq = totals.maxSeq;
     this.#recovered = totals.count;
     if (totals.count > 0) {
       this.#logger.info(
@@ -99,7 +106,10 @@ export class DurableBuffer implements AsyncDisposable {
     }
   }
 
-  /** Adds an item. Never throws for a full buffer: the overflow policy drops and counts. */
+  /**
+   * Adds an item. Never throws: a full buffer (or a full disk) drops by the overflow policy, a
+   * failing disk is logged and counted.
+   */
   enqueue(item: BufferItem): void {
     const bytes = itemBytes(item);
     if (this.#closed) {
@@ -158,7 +168,7 @@ export class DurableBuffer implements AsyncDisposable {
     }
     if (diskSeqs.length > 0 && !this.#closed) {
       // A failed delete only means redelivery after a restart (the gateway dedups by id).
-      this.#withDisk(() => this.#store.delete(diskSeqs));
+      this.#withDisk('delete acked rows', (store) => store.delete(diskSeqs));
     }
     this.#release(settled);
     return settled.length;
@@ -231,6 +241,8 @@ export class DurableBuffer implements AsyncDisposable {
       replayed: this.#replayed,
       recovered: this.#recovered,
       dropped: { ...this.#dropped },
+      diskAvailable: this.#store !== undefined,
+      diskFull: this.#diskFullBytes() !== undefined,
     };
   }
 
@@ -245,15 +257,22 @@ export class DurableBuffer implements AsyncDisposable {
         .filter((h): h is HeldItem & { payload: Uint8Array } => h.payload !== undefined)
         .map((h) => ({ ...h }));
       rows.push(...this.#memory.shiftMany(this.#memory.length));
+      const store = this.#store;
       try {
-        this.#store.insert(rows);
+        if (!store) throw new Error('no spill database (running memory-only)');
+        store.insert(rows);
         this.#countSpilled(rows.length);
         this.#release(rows.map((row) => row.id));
       } catch (err: unknown) {
-        this.#logger.error({ err, items: rows.length }, 'could not flush memory to disk on close');
-        this.#drop('disk_error', rows.length);
+        if (rows.length > 0) {
+          this.#logger.error(
+            { err, items: rows.length },
+            'could not flush memory to disk on close',
+          );
+          this.#drop('disk_error', rows.length);
+        }
       }
-      this.#store.close();
+      this.#closeStore();
       for (const wake of this.#waiters.splice(0)) wake();
     });
     return this.#closed;
@@ -283,6 +302,7 @@ export class DurableBuffer implements AsyncDisposable {
    * to disk after them. Does nothing and returns false if disk cannot take it all.
    */
   #trySpill(entry: MemoryItem, slack: number): boolean {
+    if (!this.#store) return false;
     const excess = this.#memoryBytes + entry.bytes + slack - this.#options.maxMemoryBytes;
     let count = 0;
     let bytes = 0;
@@ -294,13 +314,20 @@ export class DurableBuffer implements AsyncDisposable {
     }
     const entryToDisk = this.#memoryBytes - bytes + entry.bytes > this.#options.maxMemoryBytes;
     const needed = bytes + (entryToDisk ? entry.bytes : 0);
-    if (this.#diskBytes + needed > this.#options.maxDiskBytes) return false;
-    const batch: MemoryItem[] = this.#memory.shiftMany(count);
+    if (this.#diskBytes + needed > this.#diskCap()) return false;
+    const batch: MemoryItem[] = [];
+    for (let i = 0; i < count; i++) {
+      const item = this.#memory.at(i);
+      if (item) batch.push(item);
+    }
+    if (entryToDisk) batch.push(entry);
+    // Written first, moved after: if the disk refuses (full, failing), memory is untouched and
+    // the overflow policy decides what to drop.
+    if (!this.#writeRows(batch)) return false;
+    this.#memory.shiftMany(count);
     this.#memoryBytes -= bytes;
     this.#memoryDepth -= count;
-    if (entryToDisk) batch.push(entry);
-    else this.#pushMemory(entry);
-    this.#writeRows(batch);
+    if (!entryToDisk) this.#pushMemory(entry);
     return true;
   }
 
@@ -312,8 +339,7 @@ export class DurableBuffer implements AsyncDisposable {
    */
   #overflow(entry: MemoryItem): boolean {
     for (const kind of ITEM_KINDS.slice(0, rank(entry.kind) + 1)) {
-      const diskShort =
-        this.#diskBytes + this.#minimalSpillBytes(entry) - this.#options.maxDiskBytes;
+      const diskShort = this.#diskBytes + this.#minimalSpillBytes(entry) - this.#diskCap();
       if (diskShort > 0) this.#evictDisk(kind, diskShort);
       if (this.#trySpill(entry, 0)) return true;
       const memoryShort = this.#memoryBytes + entry.bytes - this.#options.maxMemoryBytes;
@@ -340,10 +366,13 @@ export class DurableBuffer implements AsyncDisposable {
   }
 
   #evictDisk(kind: ItemKind, bytes: number): void {
-    const refs = this.#withDisk(() => this.#store.oldestOfKind(kind, this.#diskCursor, bytes));
+    const refs = this.#withDisk('find rows to drop', (store) =>
+      store.oldestOfKind(kind, this.#diskCursor, bytes),
+    );
     if (!refs || refs.length === 0) return;
-    // undefined: the disk was reset, and its rows are already counted as disk_error drops.
-    if (this.#withDisk(() => this.#store.delete(refs.map((r) => r.seq))) === undefined) return;
+    // undefined: the delete failed and was logged (a reset disk counted its rows as disk_error).
+    const deleted = this.#withDisk('drop rows', (store) => store.delete(refs.map((r) => r.seq)));
+    if (deleted === undefined) return;
     for (const ref of refs) this.#forgetDiskRow(ref.bytes);
     this.#diskPending -= refs.length;
     this.#readAhead = [];
@@ -372,20 +401,22 @@ export class DurableBuffer implements AsyncDisposable {
     this.#memoryDepth++;
   }
 
-  #writeRows(rows: readonly MemoryItem[]): void {
-    const written = this.#withDisk(() => {
-      this.#store.insert(rows);
+  /** Writes rows in one transaction; false (nothing written, logged) if the disk refused. */
+  #writeRows(rows: readonly MemoryItem[]): boolean {
+    const written = this.#withDisk('spill', (store) => {
+      store.insert(rows);
       return true;
     });
-    if (!written) {
-      this.#drop('disk_error', rows.length);
-      return;
+    if (!written) return false;
+    for (const row of rows) {
+      this.#diskBytes += row.bytes;
+      this.#diskMaxSeq = Math.max(this.#diskMaxSeq, row.seq);
     }
-    for (const row of rows) this.#diskBytes += row.bytes;
     this.#diskRows += rows.length;
     this.#diskPending += rows.length;
     this.#countSpilled(rows.length);
     this.#release(rows.map((row) => row.id));
+    return true;
   }
 
   // ---- taking ----
@@ -413,8 +444,14 @@ export class DurableBuffer implements AsyncDisposable {
   #nextDiskRow(): SpillRow | undefined {
     if (this.#diskPending === 0) return undefined;
     if (this.#readAhead.length === 0) {
-      this.#readAhead =
-        this.#withDisk(() => this.#store.readAfter(this.#diskCursor, READ_AHEAD_ROWS)) ?? [];
+      const rows = this.#withDisk('read', (store) =>
+        store.readAfter(this.#diskCursor, READ_AHEAD_ROWS),
+      );
+      if (rows === undefined) {
+        this.#skipUnreadableRows();
+        return undefined;
+      }
+      this.#readAhead = rows;
     }
     const row = this.#readAhead.shift();
     if (!row) {
@@ -431,8 +468,11 @@ export class DurableBuffer implements AsyncDisposable {
 
   /** Reads a returned disk item's payload again; a missing row is counted as dropped. */
   #readBack(held: HeldItem): Uint8Array | undefined {
-    const read = this.#withDisk(() => ({ payload: this.#store.readPayload(held.seq) }));
-    // undefined: the disk was reset, and its rows are already counted as disk_error drops.
+    const read = this.#withDisk('read back', (store) => ({
+      payload: store.readPayload(held.seq),
+    }));
+    // undefined: the read failed and was logged. A reset disk counted its rows as disk_error
+    // drops; otherwise the row stays in the file and is replayed by the next start.
     if (!read) return undefined;
     if (read.payload === undefined) {
       this.#forgetDiskRow(held.bytes);
@@ -448,26 +488,80 @@ export class DurableBuffer implements AsyncDisposable {
   // ---- disk faults ----
 
   /**
-   * Runs a disk operation. If SQLite fails (corruption discovered mid-run, file removed, I/O
-   * error), the file is moved aside and a fresh one opened; whatever was only on disk is
-   * counted as dropped (`disk_error`). Returns undefined when the operation failed.
+   * Runs a disk operation, never letting a SQLite error escape to the caller (enqueue, take,
+   * ack and requeue run inside gRPC handlers and timers). Returns undefined when it failed:
+   * - corruption (SQLITE_CORRUPT, SQLITE_NOTADB): the file is moved aside and a fresh one
+   *   opened; whatever was only on disk is counted as dropped (`disk_error`);
+   * - SQLITE_FULL, or any other error (I/O, read-only volume): the file stays, and the disk
+   *   tier counts as full for DISK_FULL_RETRY_MS, so the overflow policy drops and counts.
    */
-  #withDisk<T>(operation: () => T): T | undefined {
+  #withDisk<T>(what: string, operation: (store: SpillStore) => T): T | undefined {
+    const store = this.#store;
+    if (!store) return undefined;
     try {
-      return operation();
+      return operation(store);
     } catch (err: unknown) {
-      this.#logger.error({ err }, `spill database failed: ${getErrorMessage(err)}`);
-      this.#resetDisk();
+      this.#onDiskError(what, err);
       return undefined;
     }
   }
 
-  #resetDisk(): void {
-    try {
-      this.#store.close();
-    } catch {
-      // Closing a broken handle may fail too; the file is moved aside either way.
+  #onDiskError(what: string, err: unknown): void {
+    const code = sqliteCode(err);
+    if (isCorruption(err)) {
+      this.#logger.error(
+        { err, code, operation: what },
+        `spill database corrupt: ${getErrorMessage(err)}`,
+      );
+      this.#resetDisk();
+      return;
     }
+    const full = isDiskFull(err);
+    // The disk holds what it holds now; room freed by acks and drops is reused (SQLite keeps
+    // freed pages), and after the pause the full cap is tried again.
+    this.#diskFull = { bytes: this.#diskBytes, until: this.#now() + DISK_FULL_RETRY_MS };
+    const context = { err, code, operation: what, diskBytes: this.#diskBytes };
+    if (full) {
+      this.#logger.warn(
+        context,
+        'spill disk full: the overflow policy applies until room frees up',
+      );
+    } else {
+      this.#logger.error(
+        context,
+        `spill database ${what} failed (${getErrorMessage(err)}): file kept, disk writes paused`,
+      );
+    }
+  }
+
+  /** The disk tier's cap now: 0 without a database, what it held while full, else the option. */
+  #diskCap(): number {
+    if (!this.#store) return 0;
+    return Math.min(this.#options.maxDiskBytes, this.#diskFullBytes() ?? Infinity);
+  }
+
+  #diskFullBytes(): number | undefined {
+    if (this.#diskFull && this.#now() >= this.#diskFull.until) this.#diskFull = undefined;
+    return this.#diskFull?.bytes;
+  }
+
+  /**
+   * The pending disk rows cannot be read (an I/O error, not corruption): they stay in the file,
+   * and the next start replays them. This process moves on to newer items instead of spinning.
+   */
+  #skipUnreadableRows(): void {
+    if (this.#diskPending === 0) return;
+    this.#logger.error(
+      { items: this.#diskPending },
+      'spilled items unreadable: left on disk for the next start',
+    );
+    this.#diskCursor = this.#diskMaxSeq;
+    this.#diskPending = 0;
+    this.#readAhead = [];
+  }
+
+  #resetDisk(): void {
+    this.#closeStore();
     const lost = this.#diskRows;
     this.#returned = this.#returned.filter((h) => h.payload !== undefined);
     for (const [id, held] of this.#inflight) {
@@ -478,15 +572,50 @@ export class DurableBuffer implements AsyncDisposable {
     this.#diskBytes = 0;
     this.#diskPending = 0;
     this.#readAhead = [];
+    this.#diskFull = undefined;
     this.#store = this.#openStore(true);
   }
 
-  #openStore(forceMoveAside = false): SpillStore {
-    const { db } = openSpillDatabase(
-      { path: this.#options.path, synchronous: this.#options.synchronous, forceMoveAside },
-      { logger: this.#logger, now: this.#now },
-    );
-    return new SpillStore(db);
+  /** Opens the database and reads its totals; memory-only (all zero) if either fails. */
+  #openAtStart(): { count: number; bytes: number; maxSeq: number } {
+    this.#store = this.#openStore(false);
+    try {
+      return this.#store?.totals() ?? { count: 0, bytes: 0, maxSeq: 0 };
+    } catch (err: unknown) {
+      this.#logger.error(
+        { err, path: this.#options.path },
+        'spill database unreadable at start: running memory-only',
+      );
+      this.#closeStore();
+      return { count: 0, bytes: 0, maxSeq: 0 };
+    }
+  }
+
+  /** Opens the store, or logs and returns undefined (memory-only): never throws. */
+  #openStore(forceMoveAside: boolean): SpillStore | undefined {
+    try {
+      const { db } = openSpillDatabase(
+        { path: this.#options.path, synchronous: this.#options.synchronous, forceMoveAside },
+        { logger: this.#logger, now: this.#now },
+      );
+      return new SpillStore(db);
+    } catch (err: unknown) {
+      this.#logger.error(
+        { err, code: sqliteCode(err), path: this.#options.path },
+        `spill database cannot be opened (${getErrorMessage(err)}): running memory-only, nothing survives a restart`,
+      );
+      return undefined;
+    }
+  }
+
+  #closeStore(): void {
+    const store = this.#store;
+    this.#store = undefined;
+    try {
+      store?.close();
+    } catch {
+      // Closing a broken handle may fail too; nothing more can be done with it.
+    }
   }
 
   // ---- accounting ----

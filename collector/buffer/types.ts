@@ -60,6 +60,16 @@ export interface BufferStats {
   /** Unacknowledged items found on disk when this instance opened. */
   readonly recovered: number;
   readonly dropped: Readonly<Record<DropReason, number>>;
+  /**
+   * False when the spill database could not be opened (at start, or again after a corrupt file
+   * was moved aside): the buffer runs memory-only, nothing survives a restart. For readiness.
+   */
+  readonly diskAvailable: boolean;
+  /**
+   * True while disk writes are paused after SQLite ran out of room (SQLITE_FULL) or failed to
+   * write (an I/O error): the disk tier counts as full, and the overflow policy drops.
+   */
+  readonly diskFull: boolean;
 }
 
 export interface BufferOptions {
@@ -78,7 +88,7 @@ export interface BufferOptions {
 export interface BufferDeps {
   readonly logger: Logger;
   readonly counters?: BufferCounters;
-  /** Wall clock for the suffix of a moved-aside database file. */
+  /** Wall clock for the suffix of a moved-aside database file and the disk-full pause. */
   readonly now?: () => number;
 }
 

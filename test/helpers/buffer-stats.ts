@@ -15,6 +15,8 @@ export function bufferStats(overrides: Partial<BufferStats> = {}): BufferStats {
     replayed: 0,
     recovered: 0,
     dropped,
+    diskAvailable: true,
+    diskFull: false,
     ...overrides,
   };
 }
