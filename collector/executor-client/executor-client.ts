@@ -1,6 +1,6 @@
 // The collector's side of executor.v1: a client on the Pod-local Unix socket. What the executor
 // answers is the truth about privileged capabilities; the collector never assumes them.
-import { credentials, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { ExecutorServiceClient, type GetCapabilitiesResponse } from '../../proto/index.js';
 import { AgentError } from '../../shared/errors.js';
 
@@ -23,6 +23,7 @@ export function createExecutorClient(socketPath: string): ExecutorClient {
       return new Promise((resolve, reject) => {
         const call = client.getCapabilities(
           { requestId },
+          new Metadata(),
           // A deadline of its own: a wedged executor must not hang the caller.
           { deadline: Date.now() + CALL_DEADLINE_MS },
           (err: ServiceError | null, response?: GetCapabilitiesResponse) => {
