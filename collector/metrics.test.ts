@@ -34,6 +34,8 @@ describe('collector metrics', () => {
     expect(text).toContain('kubexa_collector_buffer_items{tier="disk"} 7');
     expect(text).toContain('kubexa_collector_buffer_bytes{tier="disk"} 1400');
     expect(text).toContain('kubexa_collector_inflight_items 2');
+    expect(text).toContain('kubexa_collector_buffer_disk_state{condition="available"} 1');
+    expect(text).toContain('kubexa_collector_buffer_disk_state{condition="full"} 0');
     expect(text).toContain('kubexa_collector_gateway_connection_state{state="connected"} 1');
     expect(text).toContain('kubexa_collector_gateway_connection_state{state="connecting"} 0');
     expect(text).toContain('kubexa_collector_heartbeat_age_seconds 2.5');

@@ -90,6 +90,17 @@ export function createCollectorMetrics(
     },
   });
   new Gauge({
+    name: 'kubexa_collector_buffer_disk_state',
+    help: 'Disk tier state: available (0 = running memory-only after an unopenable database) and full (1 while disk writes are paused).',
+    labelNames: ['condition'],
+    registers,
+    collect() {
+      const stats = sources.bufferStats();
+      this.set({ condition: 'available' }, stats.diskAvailable ? 1 : 0);
+      this.set({ condition: 'full' }, stats.diskFull ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: 'kubexa_collector_inflight_items',
     help: 'Items sent to the gateway and not yet settled.',
     registers,
