@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The kubexa-agent command line for operators. Today one command:
 //   kubexa-agent config check FILE
 // This is the only file of the CLI that touches process (argv, env, exit code).
