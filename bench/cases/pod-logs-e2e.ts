@@ -8,7 +8,10 @@
 //     every container at once, through the same client-node `Log` the collector uses) and the
 //     CPU share of that bare reader. The target is the issue's: the collector uses under half a
 //     core at the highest rate the test cluster delivers. The figure checked is the collector's
-//     CPU time per line times that rate, so it holds whichever side is the bottleneck.
+//     CPU time per line (median of the rounds) times the highest bare rate of the run, so it
+//     holds whichever side limits the end-to-end rate: on 2 shared cores the API server and kwok
+//     (whose CPU is printed too) compete with the collector and the gateway for the same cores.
+//     The window runs from the first log message stored at the gateway to the last.
 // (c) the collector's RSS with 200 open follow streams (40 pods x 5 containers), beside the RSS
 //     of the same collector with log collection disabled, both read the same way after the same
 //     settle time.
@@ -125,12 +128,14 @@ const running = new Set<ChildProcess>();
 /**
  * `node --import tsx collector/main.ts`, or with KUBEXA_BENCH_COLLECTOR_JS (e.g. the
  * `npm run build` output `dist/js/collector/main.js`) the compiled collector the image runs.
+ * KUBEXA_BENCH_COLLECTOR_NODE_ARGS adds node flags, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`.
  */
 function collectorEntry(): string[] {
   const compiled = process.env['KUBEXA_BENCH_COLLECTOR_JS'];
+  const flags = (process.env['KUBEXA_BENCH_COLLECTOR_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
   return compiled === undefined || compiled === ''
-    ? ['--import', 'tsx', join(root, 'collector', 'main.ts')]
-    : [compiled];
+    ? [...flags, '--import', 'tsx', join(root, 'collector', 'main.ts')]
+    : [...flags, compiled];
 }
 
 function startCollector(configPath: string, kubeconfigPath: string): Collector {
@@ -602,11 +607,12 @@ export const podLogsE2eBench: BenchCase = {
           baselineItemsPerSecond: median(bare.map((r) => r.cpuPercent)),
         },
         {
-          // CPU per line times the rate the cluster delivers: the share at that rate, whichever
-          // side limits the end-to-end rate on this machine.
-          name: 'collector CPU at the bare rate',
+          // The collector's CPU per line (median) times the highest rate the cluster delivered:
+          // its share at that rate, whichever side limits the end-to-end rate on this machine.
+          name: 'collector CPU at the highest bare rate',
           unit: '% core',
-          itemsPerSecond: median(shipped.map((r) => (usPerLine(r) * bareRate) / 1e4)),
+          itemsPerSecond:
+            (median(shipped.map(usPerLine)) * Math.max(...bare.map((r) => r.linesPerSecond))) / 1e4,
           baselineName: 'bare reader CPU',
           baselineItemsPerSecond: median(bare.map((r) => r.cpuPercent)),
           targetAtMost: CPU_TARGET_PERCENT,
