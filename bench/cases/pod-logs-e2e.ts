@@ -79,11 +79,11 @@ function cpuSeconds(pid: number): number {
   return ticks / clockTicks;
 }
 
-/** Resident set size in MiB, from /proc/<pid>/status VmRSS. */
-function rssMiB(pid: number): number {
+/** Resident set size in MiB from /proc/<pid>/status: VmRSS now, or VmHWM (the peak). */
+function rssMiB(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number {
   const status = readFileSync(`/proc/${String(pid)}/status`, 'utf8');
-  const kib = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
-  if (kib === undefined) throw new Error(`no VmRSS for pid ${String(pid)}`);
+  const kib = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1];
+  if (kib === undefined) throw new Error(`no ${field} for pid ${String(pid)}`);
   return Number(kib) / 1024;
 }
 
@@ -360,6 +360,8 @@ async function deadline(ms: number, what: string): Promise<never> {
 interface E2eReading extends Reading {
   readonly gatewayCpuPercent: number;
   readonly windowMs: number;
+  /** The collector's peak RSS (VmHWM) by the last line. */
+  readonly peakRssMiB: number;
 }
 
 /**
@@ -417,7 +419,7 @@ async function shipLines(
     gatewayCpu: process.cpuUsage(),
   });
   let first: (Sample & { readonly lines: number }) | undefined;
-  let last: Sample | undefined;
+  let last: (Sample & { readonly peakRssMiB: number }) | undefined;
   const perPod = new Map<string, number>();
   let duplicates = 0;
   let resolveDone = (): void => undefined;
@@ -436,7 +438,7 @@ async function shipLines(
     for (const entry of entries) perPod.set(entry.podName, (perPod.get(entry.podName) ?? 0) + 1);
     first ??= { ...sample(), lines: entries.length };
     if (received >= total) {
-      last = sample();
+      last = { ...sample(), peakRssMiB: rssMiB(pid, 'VmHWM') };
       resolveDone();
     }
   };
@@ -471,6 +473,7 @@ async function shipLines(
     clusterCpuPercent: ((last.clusterCpu - first.clusterCpu) * 1000 * 100) / windowMs,
     gatewayCpuPercent: (gatewayCpuMs / windowMs) * 100,
     windowMs,
+    peakRssMiB: last.peakRssMiB,
   };
 }
 
@@ -568,7 +571,8 @@ export const podLogsE2eBench: BenchCase = {
             `reader ${pct(b.cpuPercent)}, apiserver+kwok ${pct(b.clusterCpuPercent)} | ` +
             `collector ${fmtRate(s.linesPerSecond)} lines/s over ${String(Math.round(s.windowMs))} ms, ` +
             `collector ${pct(s.cpuPercent)} (${usPerLine(s).toFixed(1)} µs/line), ` +
-            `apiserver+kwok ${pct(s.clusterCpuPercent)}, demo gateway ${pct(s.gatewayCpuPercent)}\n`,
+            `apiserver+kwok ${pct(s.clusterCpuPercent)}, demo gateway ${pct(s.gatewayCpuPercent)}, ` +
+            `collector peak RSS ${s.peakRssMiB.toFixed(0)} MiB\n`,
         );
       }
 
