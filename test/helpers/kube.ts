@@ -71,11 +71,16 @@ export async function createTestNamespace(kc: KubeConfig, prefix: string): Promi
 const KWOK_GROUP = 'kwok.x-k8s.io';
 const KWOK_VERSION = 'v1alpha1';
 
-/** Makes kwok serve every container log in `namespace` from a CRI-format file on this machine. */
+/**
+ * Makes kwok serve every container log in `namespace` from a CRI-format file on this machine,
+ * and the previous instance's log (`previous=true`) from `previousLogsFile` if given.
+ */
 export async function serveLogsFromFile(
   kc: KubeConfig,
-  options: { namespace: string; logsFile: string },
+  options: { namespace: string; logsFile: string; previousLogsFile?: string },
 ): Promise<void> {
+  const previous =
+    options.previousLogsFile === undefined ? {} : { previousLogsFile: options.previousLogsFile };
   await kc.makeApiClient(CustomObjectsApi).createClusterCustomObject({
     group: KWOK_GROUP,
     version: KWOK_VERSION,
@@ -86,7 +91,7 @@ export async function serveLogsFromFile(
       metadata: { name: `logs-${options.namespace}`, labels: { [TEST_LABEL]: 'true' } },
       spec: {
         selector: { matchNamespaces: [options.namespace] },
-        logs: [{ logsFile: options.logsFile, follow: true }],
+        logs: [{ logsFile: options.logsFile, ...previous, follow: true }],
       },
     },
   });

@@ -1,12 +1,17 @@
 // The pod log source against the real API server, kwok serving container logs from a file.
-import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { appendFile, copyFile, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import Database from 'better-sqlite3';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DurableBuffer } from '../../collector/buffer/durable-buffer.js';
-import { kubePodLogAccess } from '../../collector/sources/pod-logs/kube-access.js';
+import {
+  kubePodLogAccess,
+  type LogRequest,
+  type PodLogKubeAccess,
+} from '../../collector/sources/pod-logs/kube-access.js';
 import {
   createPodLogSource,
   noopPodLogCounters,
@@ -113,6 +118,7 @@ function options(rules: LogRuleConfig[], checkpointDir: string): PodLogSourceOpt
 
 interface RunExtras {
   readonly kc?: KubeConfig;
+  readonly kube?: PodLogKubeAccess;
   readonly options?: Partial<PodLogSourceOptions>;
   readonly counters?: PodLogCounters;
 }
@@ -129,7 +135,7 @@ function run(rules: LogRuleConfig[], dir: string, extras: RunExtras = {}) {
       clock: systemClock,
       sink: buffer,
       releases: buffer,
-      kube: kubePodLogAccess(extras.kc ?? kc),
+      kube: extras.kube ?? kubePodLogAccess(extras.kc ?? kc),
       counters: extras.counters ?? noopPodLogCounters,
     },
   );
@@ -323,5 +329,193 @@ describe('pod log source', () => {
     const numbers = numbersFrom(seen, firstLine);
     expect(numbers).toEqual(Array.from({ length: last - firstLine + 1 }, (_, i) => firstLine + i));
     expect(errors.filter((e) => e === 'cut').length).toBeGreaterThanOrEqual(2);
+  });
+});
+
+/** The real API access, recording every log request in order. */
+function recordingKube(requests: LogRequest[]): PodLogKubeAccess {
+  const real = kubePodLogAccess(kc);
+  return {
+    ...real,
+    logs: {
+      open: (request, signal) => {
+        requests.push(request);
+        return real.logs.open(request, signal);
+      },
+    },
+  };
+}
+
+/** The stored checkpoint of one instance: position (sec.nanos/count) and finished flag. */
+function storedInstance(dir: string, restartCount: number) {
+  const db = new Database(join(dir, 'checkpoints', 'pod-logs.db'), { readonly: true });
+  try {
+    return db
+      .prepare<[number], { sec: number; nanos: number; count: number; finished: number }>(
+        'SELECT sec, nanos, count, finished FROM checkpoints WHERE restart_count = ?',
+      )
+      .get(restartCount);
+  } finally {
+    db.close();
+  }
+}
+
+describe('pod log source, container restart', () => {
+  it('finishes the previous instance with previous=true and starts the new one from its beginning', async () => {
+    const restartNs = await createTestNamespace(kc, 'podlogs-restart');
+    const dir = await mkdtemp(join(scratch, 'r-'));
+    // The runtime's files: instance 0, then instance 1. kwok reads `current.log`, a symlink it
+    // resolves when a request opens it, so a follow stream of instance 0 stays on its own file.
+    const current = join(dir, 'current.log');
+    const previous = join(dir, 'previous.log');
+    const base = Date.now() - 5_000;
+    const at = (ms: number): Date => new Date(base + ms);
+    await writeFile(
+      join(dir, 'app-0.log'),
+      [1, 2, 3].map((i) => criLine(at(i), `r-${String(i)}`)).join(''),
+    );
+    await writeFile(previous, '');
+    await symlink('app-0.log', current);
+    const seen = new Map<string, string[]>();
+    const requests: LogRequest[] = [];
+    try {
+      await serveLogsFromFile(kc, {
+        namespace: restartNs.name,
+        logsFile: current,
+        previousLogsFile: previous,
+      });
+      await core.createNamespacedPod({
+        namespace: restartNs.name,
+        body: {
+          metadata: { name: 'restart-1', labels: { app: 'restart' } },
+          spec: {
+            containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
+            tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+          },
+        },
+      });
+      await eventually(
+        'pod running',
+        async () => {
+          const pod = await core.readNamespacedPod({
+            name: 'restart-1',
+            namespace: restartNs.name,
+          });
+          return pod.status?.containerStatuses?.[0]?.state?.running ? pod : undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
+      const rule: LogRuleConfig = {
+        id: 'restart',
+        namespace: restartNs.name,
+        pod_names: [],
+        label_selector: 'app=restart',
+        field_selector: '',
+        containers: [],
+        tail_lines: 100,
+      };
+      const texts = (): string[] =>
+        [...seen.values()].flat().map((l) => l.split('/').slice(2).join('/'));
+      const has = (text: string) => () => Promise.resolve(texts().includes(text) || undefined);
+
+      const first = run([rule], dir, { kube: recordingKube(requests) });
+      const stopFirst = drain(first.buffer, seen);
+      await first.source.start(AbortSignal.timeout(120_000));
+      await eventually('lines 1..3', has('r-3'), { timeoutMs: 30_000 });
+      // The container writes r-4 (the follow stream may or may not read it) and r-5 (written
+      // after the stream's last read: only previous=true can deliver it), then stops. Its log
+      // becomes the previous one, and instance 1 starts a new file with A, B.
+      await appendFile(join(dir, 'app-0.log'), criLine(at(4), 'r-4'));
+      await copyFile(join(dir, 'app-0.log'), previous);
+      await appendFile(previous, criLine(at(5), 'r-5'));
+      await writeFile(
+        join(dir, 'app-1.log'),
+        criLine(new Date(), 'A') + criLine(new Date(Date.now() + 1), 'B'),
+      );
+      await symlink('app-1.log', join(dir, 'current.next'));
+      await rename(join(dir, 'current.next'), current);
+      const pod = await core.readNamespacedPod({ name: 'restart-1', namespace: restartNs.name });
+      const status = pod.status?.containerStatuses?.[0];
+      if (!status) throw new Error('no container status');
+      status.restartCount = 1;
+      status.containerID = 'kwok://restarted-1';
+      await core.replaceNamespacedPodStatus({
+        name: 'restart-1',
+        namespace: restartNs.name,
+        body: pod,
+      });
+      await eventually('the new instance', has('B'), { timeoutMs: 30_000 });
+      await eventually('the end of the previous instance', has('r-5'), { timeoutMs: 30_000 });
+      // Finished once its batches are released (acked here): stored, so a restart skips it.
+      await eventually(
+        'the previous instance marked finished',
+        () => Promise.resolve(storedInstance(dir, 0)?.finished === 1 || undefined),
+        { timeoutMs: 30_000 },
+      );
+      await eventually(
+        'the new instance checkpointed',
+        () => Promise.resolve(storedInstance(dir, 1) ?? undefined),
+        { timeoutMs: 30_000 },
+      );
+      stopFirst();
+      await first.source.close();
+      await first.buffer.close();
+
+      expect(texts().filter((t) => t.startsWith('r-'))).toEqual([
+        'r-1',
+        'r-2',
+        'r-3',
+        'r-4',
+        'r-5',
+      ]);
+      expect(texts().filter((t) => !t.startsWith('r-'))).toEqual(['A', 'B']);
+      const previousReads = requests.filter((r) => r.previous === true);
+      expect(previousReads.length).toBeGreaterThanOrEqual(1);
+      // Resumed from its position (the second of r-3), not tailed; read to its end.
+      expect(previousReads[0]).toMatchObject({ follow: false });
+      expect(previousReads[0]?.tailLines).toBeUndefined();
+      expect(previousReads[0]?.sinceTime?.getTime()).toBe(
+        Math.floor(at(3).getTime() / 1000) * 1000,
+      );
+      // The instance's checkpoint is r-5's position: 4 and 5 went out under instance 0.
+      const r5 = at(5);
+      expect(storedInstance(dir, 0)).toMatchObject({
+        sec: Math.floor(r5.getTime() / 1000),
+        nanos: (r5.getTime() % 1000) * 1_000_000,
+      });
+      // The new instance was read from its beginning: no tail, no sinceTime.
+      const lastPrevious = requests.findLastIndex((r) => r.previous === true);
+      const newInstance = requests[lastPrevious + 1];
+      expect(newInstance).toMatchObject({ follow: true });
+      expect(newInstance?.tailLines).toBeUndefined();
+      expect(newInstance?.sinceTime).toBeUndefined();
+
+      // A restart of the collector does not read the finished instance again.
+      const before = requests.length;
+      const second = run([rule], dir, { kube: recordingKube(requests) });
+      const stopSecond = drain(second.buffer, seen);
+      await second.source.start(AbortSignal.timeout(120_000));
+      await eventually(
+        'the new instance resumed',
+        () => Promise.resolve(requests.length > before || undefined),
+        { timeoutMs: 30_000 },
+      );
+      stopSecond();
+      await second.source.close();
+      await second.buffer.close();
+      expect(requests.slice(before)[0]).toMatchObject({ follow: true });
+      expect(requests.slice(before)[0]?.previous).toBeUndefined();
+      expect(requests.slice(before)[0]?.sinceTime).toBeDefined();
+      expect(texts().filter((t) => t.startsWith('r-'))).toEqual([
+        'r-1',
+        'r-2',
+        'r-3',
+        'r-4',
+        'r-5',
+      ]);
+      expect(texts().filter((t) => !t.startsWith('r-'))).toEqual(['A', 'B']);
+    } finally {
+      await restartNs.delete();
+    }
   });
 });

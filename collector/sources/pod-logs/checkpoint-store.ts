@@ -27,6 +27,8 @@ export interface Intent {
 export interface SavedCheckpoint {
   readonly position: LinePosition | undefined;
   readonly intents: readonly Intent[];
+  /** The instance was read to its end after a restart and everything released: never read again. */
+  readonly finished?: boolean;
 }
 
 export interface CheckpointStore {
@@ -44,6 +46,8 @@ export interface CheckpointStore {
       released: readonly string[];
     }[],
   ): void;
+  /** Marks an instance read to its end, every batch released: it is not read again. */
+  markFinished(instance: ContainerInstance, meta: InstanceMeta): void;
   /** Marks every instance of a pod as deleted at `atMs` (cleanup starts after the grace period). */
   markPodDeleted(podUid: string, atMs: number): void;
   /** Deletes checkpoints and intents of pods deleted before `cutoffMs`; returns how many rows. */
@@ -53,7 +57,7 @@ export interface CheckpointStore {
   close(): void;
 }
 
-const SCHEMA_VERSION = 1;
+const SCHEMA_VERSION = 2;
 
 /** Opens (creating) the checkpoint database; `synchronous=FULL` so a commit survives power loss. */
 export function openCheckpointStore(path: string, nowMs: () => number): CheckpointStore {
@@ -61,7 +65,8 @@ export function openCheckpointStore(path: string, nowMs: () => number): Checkpoi
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   const version = db.pragma('user_version', { simple: true }) as number;
-  if (version !== 0 && version !== SCHEMA_VERSION) {
+  // Version 1 lacks `finished`; it is added below.
+  if (version !== 0 && version !== 1 && version !== SCHEMA_VERSION) {
     db.close();
     throw new Error(`checkpoint database ${path} has unknown schema version ${String(version)}`);
   }
@@ -71,6 +76,7 @@ export function openCheckpointStore(path: string, nowMs: () => number): Checkpoi
       namespace TEXT NOT NULL, pod_name TEXT NOT NULL,
       sec INTEGER NOT NULL, nanos INTEGER NOT NULL, count INTEGER NOT NULL,
       updated_at_ms INTEGER NOT NULL, deleted_at_ms INTEGER,
+      finished INTEGER NOT NULL DEFAULT 0,
       PRIMARY KEY (pod_uid, container, restart_count)
     );
     CREATE TABLE IF NOT EXISTS intents (
@@ -79,6 +85,10 @@ export function openCheckpointStore(path: string, nowMs: () => number): Checkpoi
       PRIMARY KEY (pod_uid, container, restart_count, message_id)
     );
   `);
+  const columns = db.prepare<[], { name: string }>('PRAGMA table_info(checkpoints)').all();
+  if (!columns.some((c) => c.name === 'finished')) {
+    db.exec('ALTER TABLE checkpoints ADD COLUMN finished INTEGER NOT NULL DEFAULT 0');
+  }
   db.pragma(`user_version = ${String(SCHEMA_VERSION)}`);
 
   const key = (i: ContainerInstance): [string, string, number] => [
@@ -86,8 +96,11 @@ export function openCheckpointStore(path: string, nowMs: () => number): Checkpoi
     i.container,
     i.restartCount,
   ];
-  const selectCheckpoint = db.prepare<[string, string, number], LinePosition>(
-    'SELECT sec, nanos, count FROM checkpoints WHERE pod_uid = ? AND container = ? AND restart_count = ?',
+  const selectCheckpoint = db.prepare<
+    [string, string, number],
+    { sec: number; nanos: number; count: number; finished: number }
+  >(
+    'SELECT sec, nanos, count, finished FROM checkpoints WHERE pod_uid = ? AND container = ? AND restart_count = ?',
   );
   const selectIntents = db.prepare<
     [string, string, number],
@@ -101,12 +114,21 @@ export function openCheckpointStore(path: string, nowMs: () => number): Checkpoi
   );
   // Forward only: a late or repeated release never moves a checkpoint back.
   const upsert = db.prepare(`
-    INSERT INTO checkpoints VALUES (@podUid, @container, @restartCount, @namespace, @podName,
-      @sec, @nanos, @count, @now, NULL)
+    INSERT INTO checkpoints (pod_uid, container, restart_count, namespace, pod_name,
+      sec, nanos, count, updated_at_ms)
+    VALUES (@podUid, @container, @restartCount, @namespace, @podName, @sec, @nanos, @count, @now)
     ON CONFLICT (pod_uid, container, restart_count) DO UPDATE SET
       sec = excluded.sec, nanos = excluded.nanos, count = excluded.count,
       updated_at_ms = excluded.updated_at_ms
     WHERE (excluded.sec, excluded.nanos, excluded.count) > (checkpoints.sec, checkpoints.nanos, checkpoints.count)
+  `);
+  // An instance never released into a checkpoint gets a row at position zero: it is not read.
+  const finish = db.prepare(`
+    INSERT INTO checkpoints (pod_uid, container, restart_count, namespace, pod_name,
+      sec, nanos, count, updated_at_ms, finished)
+    VALUES (@podUid, @container, @restartCount, @namespace, @podName, 0, 0, 0, @now, 1)
+    ON CONFLICT (pod_uid, container, restart_count) DO UPDATE SET
+      finished = 1, updated_at_ms = excluded.updated_at_ms
   `);
   const markDeleted = db.prepare(
     'UPDATE checkpoints SET deleted_at_ms = ? WHERE pod_uid = ? AND deleted_at_ms IS NULL',
@@ -120,12 +142,16 @@ export function openCheckpointStore(path: string, nowMs: () => number): Checkpoi
 
   return {
     load(instance) {
-      const position = selectCheckpoint.get(...key(instance));
-      const intents = selectIntents.all(...key(instance)).map((row) => ({
-        messageId: row.message_id,
-        end: { sec: row.sec, nanos: row.nanos, count: row.count },
+      const row = selectCheckpoint.get(...key(instance));
+      const intents = selectIntents.all(...key(instance)).map((intent) => ({
+        messageId: intent.message_id,
+        end: { sec: intent.sec, nanos: intent.nanos, count: intent.count },
       }));
-      return { position, intents };
+      const position = row && { sec: row.sec, nanos: row.nanos, count: row.count };
+      return { position, intents, finished: row?.finished === 1 };
+    },
+    markFinished(instance, meta) {
+      finish.run({ ...instance, ...meta, now: nowMs() });
     },
     recordIntents: db.transaction((entries: Parameters<CheckpointStore['recordIntents']>[0]) => {
       for (const { instance, intent } of entries) {
@@ -163,6 +189,7 @@ export const memoryOnlyCheckpoints: CheckpointStore = {
   load: () => ({ position: undefined, intents: [] }),
   recordIntents: () => undefined,
   advance: () => undefined,
+  markFinished: () => undefined,
   markPodDeleted: () => undefined,
   sweep: () => 0,
   podUids: () => [],

@@ -12,6 +12,8 @@ export interface LogRequest {
   readonly follow: boolean;
   readonly tailLines?: number;
   readonly sinceTime?: Date;
+  /** The previous (terminated) instance of the container: read after a restart. */
+  readonly previous?: boolean;
 }
 
 /** Opens `pods/log?timestamps=true`; the iterable ends with the stream. */
@@ -49,6 +51,7 @@ export function kubePodLogAccess(kc: KubeConfig): PodLogKubeAccess {
             ? { tailLines: request.tailLines }
             : {}),
           ...(request.sinceTime ? { sinceTime: request.sinceTime.toISOString() } : {}),
+          ...(request.previous === true ? { previous: true } : {}),
         });
         const stop = (): void => {
           controller.abort();

@@ -53,10 +53,14 @@ function hang(signal: AbortSignal): Promise<never> {
 /** One pod; every log request opens a body the test writes to, ended on the request's abort. */
 function fakeKube() {
   const opens: Opened[] = [];
+  const watchers: ((type: string, object: V1Pod) => void)[] = [];
   const kube: PodLogKubeAccess = {
     listWatch: () => ({
       list: () => Promise.resolve({ items: [pod], resourceVersion: '1' }),
-      watch: (_rv, _onEvent, signal) => hang(signal),
+      watch: (_rv, onEvent, signal) => {
+        watchers.push(onEvent);
+        return hang(signal);
+      },
     }),
     logs: {
       open: (request, signal) => {
@@ -74,7 +78,7 @@ function fakeKube() {
     },
     owners: () => Promise.resolve(undefined),
   };
-  return { kube, opens };
+  return { kube, opens, watchers };
 }
 
 const SECOND = '2025-03-01T10:00:07';
@@ -89,7 +93,7 @@ afterEach(async () => {
 
 async function started() {
   const clock = new FakeClock();
-  const { kube, opens } = fakeKube();
+  const { kube, opens, watchers } = fakeKube();
   const delivered: string[] = [];
   const counted = { reconnects: 0, lines: 0, errors: [] as string[] };
   const source = createPodLogSource(
@@ -144,7 +148,7 @@ async function started() {
   await vi.waitFor(() => {
     expect(opens).toHaveLength(1);
   });
-  return { clock, opens, delivered, counted };
+  return { clock, opens, delivered, counted, watchers };
 }
 
 /** Backoff sleeps: anything the clock was asked to sleep that is not the watchdog's. */
@@ -233,5 +237,83 @@ describe('pod log source reconnects', () => {
     await clock.waitForSleep((ms) => ms < IDLE_MS);
     expect(opens).toHaveLength(1);
     expect(counted.errors).toEqual(['500']);
+  });
+});
+
+/** The pod after its container restarted `restartCount` times. */
+function restarted(restartCount: number): V1Pod {
+  const next = structuredClone(pod);
+  const status = next.status?.containerStatuses?.[0];
+  if (!status) throw new Error('no status');
+  status.restartCount = restartCount;
+  return next;
+}
+
+describe('pod log source restarts', () => {
+  it('finishes the previous instance with previous=true, then reads the new one from its start', async () => {
+    const { clock, opens, delivered, counted, watchers } = await started();
+    opens[0]?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c'));
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b']);
+    });
+    clock.advance(2_500);
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b', 'c']);
+    });
+    await vi.waitFor(() => {
+      expect(watchers).toHaveLength(1);
+    });
+    // The watch reports the restart; the follow stream of instance 0 is still open.
+    watchers[0]?.('MODIFIED', restarted(1));
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(2);
+    });
+    expect(opens[0]?.signal.aborted).toBe(true);
+    const previous = opens[1];
+    expect(previous?.request).toMatchObject({ follow: false, previous: true });
+    expect(previous?.request.tailLines).toBeUndefined();
+    expect(previous?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+    // From the position's second: what was read is skipped, the rest is delivered.
+    previous?.body.end(line(1, 'a') + line(2, 'b') + line(2, 'c') + line(3, 'd') + line(4, 'e'));
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(3);
+    });
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b', 'c', 'd', 'e']);
+    });
+    const current = opens[2];
+    expect(current?.request).toMatchObject({ follow: true });
+    expect(current?.request.previous).toBeUndefined();
+    expect(current?.request.tailLines).toBeUndefined();
+    expect(current?.request.sinceTime).toBeUndefined();
+    current?.body.write(line(1, 'A') + line(9, 'B') + line(9, 'C'));
+    await vi.waitFor(() => {
+      expect(delivered).toHaveLength(7);
+    });
+    clock.advance(2_500);
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b', 'c', 'd', 'e', 'A', 'B', 'C']);
+    });
+    // Read to its end: a later restart or reconnect of the stream does not read it again.
+    current?.body.end();
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(4);
+    });
+    expect(opens[3]?.request.previous).toBeUndefined();
+    expect(opens[3]?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+    expect(counted.errors).toEqual([]);
+  });
+
+  it('leaves the stream open on a status update with the same restart count', async () => {
+    const { opens, watchers } = await started();
+    expect(opens[0]?.request.previous).toBeUndefined();
+    await vi.waitFor(() => {
+      expect(watchers).toHaveLength(1);
+    });
+    // The same restart count again: no restart, the stream stays open.
+    watchers[0]?.('MODIFIED', restarted(0));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(opens).toHaveLength(1);
+    expect(opens[0]?.signal.aborted).toBe(false);
   });
 });

@@ -16,6 +16,7 @@ import {
   type CheckpointStore,
   type ContainerInstance,
   type InstanceMeta,
+  type SavedCheckpoint,
 } from './checkpoint-store.js';
 import {
   ContainerLog,
@@ -27,10 +28,11 @@ import {
 } from './container-log.js';
 import type { LinePosition } from './joiner.js';
 import { compileEligibility, type ContainerTarget, type EligibilityConfig } from './eligibility.js';
-import type { PodLogKubeAccess } from './kube-access.js';
+import type { LogRequest, PodLogKubeAccess } from './kube-access.js';
 import { LineSplitter } from './line-splitter.js';
 import { lineTimeToSinceTime } from './line-time.js';
 import { errorCode, runPodReflector } from './pod-reflector.js';
+import { previousReadEnd, previousUnfinished } from './restart.js';
 import { StreamScheduler, type SessionOutcome } from './stream-scheduler.js';
 import { WorkloadResolver, type Workload } from './workload.js';
 
@@ -113,6 +115,17 @@ interface Desired {
   target: ContainerTarget;
 }
 
+/** What one connection read, and how it ended. */
+interface ConnectionRead {
+  lines: number;
+  lastByteAtMs: number;
+  /** Closed on our side: the idle watchdog, or the container restarted. */
+  closedByUs: boolean;
+  /** The request or the stream failed while the connection was ours. */
+  failed: boolean;
+  error: unknown;
+}
+
 /** The pod fields the source reads, with blanks for what is missing. */
 function podIdentity(pod: V1Pod) {
   const { uid = '', name = '', namespace = '', labels = {} } = pod.metadata ?? {};
@@ -152,6 +165,12 @@ export function createPodLogSource(
   const metaOf = new Map<ContainerLog, InstanceMeta>();
   const firstRestart = new Map<string, number>();
   const tailPending = new WeakSet<ContainerLog>();
+  /** Previous instances read to their end in this process: never read again. */
+  const readToEnd = new WeakSet<ContainerLog>();
+  /** Read to their end, to be marked finished in the store once every batch is released. */
+  const finishPending = new Set<ContainerLog>();
+  /** The open connection of each container's session, with the restart count it serves. */
+  const connections = new Map<string, { restartCount: number; close(): void }>();
   const workloads = new Map<string, Workload>();
   const resolver = new WorkloadResolver(deps.kube.owners, () => clock.now());
   const lifetime = new AbortController();
@@ -178,6 +197,11 @@ export function createPodLogSource(
       keep.add(key);
       desired.set(key, { pod, target });
       scheduler?.want(key);
+      // A restart ends the session's connection: it comes back to finish the previous instance
+      // and start the new one. (The kubelet ends a follow stream when its container stops; this
+      // covers a stream that outlives it.)
+      const open = connections.get(key);
+      if (open && restartCountOf(pod, target.container) > open.restartCount) open.close();
     }
     for (const key of [...desired.keys()]) {
       if (key.startsWith(`${uid}/`) && !keep.has(key)) {
@@ -211,18 +235,22 @@ export function createPodLogSource(
     };
   }
 
-  function containerLogFor(pod: V1Pod, container: string): { log: ContainerLog; tail: boolean } {
+  const instanceKey = (instance: ContainerInstance): string =>
+    `${instance.podUid}/${instance.container}/${String(instance.restartCount)}`;
+
+  function containerLogFor(
+    pod: V1Pod,
+    container: string,
+    restartCount: number,
+    loaded?: SavedCheckpoint,
+  ): { log: ContainerLog; tail: boolean } {
     const id = podIdentity(pod);
-    const instance: ContainerInstance = {
-      podUid: id.uid,
-      container,
-      restartCount: restartCountOf(pod, container),
-    };
-    const key = `${instance.podUid}/${container}/${String(instance.restartCount)}`;
+    const instance: ContainerInstance = { podUid: id.uid, container, restartCount };
+    const key = instanceKey(instance);
     const existing = logs.get(key);
     // The tail applies until a connection of the instance has read something.
     if (existing) return { log: existing, tail: tailPending.has(existing) };
-    const saved = store.load(instance);
+    const saved = loaded ?? store.load(instance);
     const log = new ContainerLog({
       instance,
       base: entryBase(pod, container),
@@ -254,44 +282,30 @@ export function createPodLogSource(
     const { pod, target } = wanted;
     const id = podIdentity(pod);
     if (!workloads.has(id.uid)) workloads.set(id.uid, await resolver.resolve(pod));
-    const { log, tail } = containerLogFor(pod, target.container);
-    const resumeAfter = log.resumeAfter();
-    log.beginConnection();
-    // The connection ends with the session, or earlier when the idle watchdog closes it.
-    const connection = new AbortController();
-    const connectionSignal = AbortSignal.any([signal, connection.signal]);
-    const read = { lines: 0, lastByteAtMs: clock.now(), idle: false };
-    const watchdog = watchIdle(read, connection, connectionSignal);
-    try {
-      const body = await deps.kube.logs.open(
-        {
-          namespace: id.namespace,
-          pod: id.name,
-          container: target.container,
-          follow: target.follow,
-          ...resumeOrTail(resumeAfter, tail, target.tailLines),
-        },
-        connectionSignal,
-      );
-      await readBody(body, log, read, connectionSignal);
-    } catch (err: unknown) {
-      // Closed on our side (preempted, idle, stopping): an error here is that close.
-      if (!connectionSignal.aborted) {
-        if (read.lines === 0) return sessionFailed(err, key, signal);
-        // Cut after it delivered lines: resume at once from the position.
-        counters.streamErrors('cut');
-        counters.reconnects(1);
-        logger.debug({ key, err }, 'log stream cut, resuming');
-        return 'again';
-      }
-    } finally {
-      if (read.lines > 0) tailPending.delete(log);
-      connection.abort();
-      await watchdog;
-      log.flushJoiner(clock.now(), false);
-      requestFlush();
+    const restartCount = restartCountOf(pod, target.container);
+    const previous = await finishPrevious(key, wanted, restartCount, signal);
+    if (previous) return previous;
+    const { log, tail } = containerLogFor(pod, target.container, restartCount);
+    const read = await readConnection(
+      { key, log, restartCount },
+      {
+        namespace: id.namespace,
+        pod: id.name,
+        container: target.container,
+        follow: target.follow,
+        ...resumeOrTail(log.resumeAfter(), tail, target.tailLines),
+      },
+      signal,
+    );
+    if (read.failed) {
+      if (read.lines === 0) return sessionFailed(read.error, key, signal);
+      // Cut after it delivered lines: resume at once from the position.
+      counters.streamErrors('cut');
+      counters.reconnects(1);
+      logger.debug({ key, err: read.error }, 'log stream cut, resuming');
+      return 'again';
     }
-    const closedByUs = read.idle || signal.aborted;
+    const closedByUs = read.closedByUs || signal.aborted;
     // A read to the end is done; one closed early (preempted, idle) goes on from its position.
     if (!target.follow) return closedByUs ? 'again' : 'done';
     counters.reconnects(1);
@@ -301,9 +315,105 @@ export function createPodLogSource(
     return read.lines > 0 || closedByUs ? 'again' : 'retry';
   }
 
+  /**
+   * After a restart, reads the unfinished instance before `restartCount` to its end
+   * (`previous=true`, no follow, from its position) under its own identity. Undefined when there
+   * is nothing (more) to read; otherwise what the session does next.
+   */
+  async function finishPrevious(
+    key: string,
+    { pod, target }: Desired,
+    restartCount: number,
+    signal: AbortSignal,
+  ): Promise<SessionOutcome | undefined> {
+    if (restartCount <= 0) return undefined;
+    const id = podIdentity(pod);
+    const instance = {
+      podUid: id.uid,
+      container: target.container,
+      restartCount: restartCount - 1,
+    };
+    const existing = logs.get(instanceKey(instance));
+    const saved = existing ? { position: undefined, intents: [] } : store.load(instance);
+    const inProcess = existing && { readToEnd: readToEnd.has(existing) };
+    if (!previousUnfinished(restartCount, { inProcess, saved })) return undefined;
+    const { log, tail } = containerLogFor(pod, target.container, instance.restartCount, saved);
+    const read = await readConnection(
+      { key, log, restartCount },
+      {
+        namespace: id.namespace,
+        pod: id.name,
+        container: target.container,
+        follow: false,
+        previous: true,
+        ...resumeOrTail(log.resumeAfter(), tail, target.tailLines),
+      },
+      signal,
+    );
+    const code = read.failed ? errorCode(read.error) : undefined;
+    const end = previousReadEnd({
+      closedByUs: read.closedByUs || signal.aborted,
+      lines: read.lines,
+      error: read.failed ? read.error : undefined,
+      code,
+    });
+    if (end === 'again') return 'again';
+    if (end === 'failed') return sessionFailed(read.error, key, signal);
+    if (read.failed) logger.debug({ key, code }, 'no previous instance to finish');
+    readToEnd.add(log);
+    finishPending.add(log);
+    requestFlush();
+    return undefined;
+  }
+
+  /** One log connection into `log`, closed early by the idle watchdog or a restart. */
+  async function readConnection(
+    { key, log, restartCount }: { key: string; log: ContainerLog; restartCount: number },
+    request: LogRequest,
+    signal: AbortSignal,
+  ): Promise<ConnectionRead> {
+    log.beginConnection();
+    // The connection ends with the session, or earlier when the idle watchdog closes it.
+    const connection = new AbortController();
+    const connectionSignal = AbortSignal.any([signal, connection.signal]);
+    const read: ConnectionRead = {
+      lines: 0,
+      lastByteAtMs: clock.now(),
+      closedByUs: false,
+      failed: false,
+      error: undefined,
+    };
+    connections.set(key, {
+      restartCount,
+      close: () => {
+        read.closedByUs = true;
+        connection.abort();
+      },
+    });
+    const watchdog = watchIdle(read, connection, connectionSignal);
+    try {
+      const body = await deps.kube.logs.open(request, connectionSignal);
+      await readBody(body, log, read, connectionSignal);
+    } catch (err: unknown) {
+      // Closed on our side (preempted, idle, stopping): an error here is that close.
+      if (!connectionSignal.aborted) {
+        read.failed = true;
+        read.error = err;
+      }
+    } finally {
+      connections.delete(key);
+      if (read.lines > 0) tailPending.delete(log);
+      connection.abort();
+      await watchdog;
+      log.flushJoiner(clock.now(), false);
+      requestFlush();
+    }
+    return read;
+  }
+
   /** Closes the connection when no byte arrived for streamIdleTimeoutMs; ends with it. */
   async function watchIdle(
-    read: { lastByteAtMs: number; idle: boolean },
+    read: { lastByteAtMs: number; closedByUs: boolean },
     connection: AbortController,
     connectionSignal: AbortSignal,
   ): Promise<void> {
@@ -312,7 +422,7 @@ export function createPodLogSource(
     while (!connectionSignal.aborted) {
       const quietMs = clock.now() - read.lastByteAtMs;
       if (quietMs >= idleMs) {
-        read.idle = true;
+        read.closedByUs = true;
         connection.abort();
         return;
       }
@@ -437,9 +547,14 @@ export function createPodLogSource(
         ...moved,
       });
     }
-    if (moves.length === 0) return;
     try {
-      store.advance(moves);
+      if (moves.length > 0) store.advance(moves);
+      // A previous instance read to its end is finished once all of it is released.
+      for (const log of finishPending) {
+        if (log.outstanding() > 0) continue;
+        store.markFinished(log.instance, metaOf.get(log) ?? { namespace: '', podName: '' });
+        finishPending.delete(log);
+      }
     } catch (err: unknown) {
       // The batches are delivered; a lost checkpoint write only means a deduplicated replay.
       logger.error({ err }, 'checkpoint write failed');
