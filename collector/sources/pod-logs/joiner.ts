@@ -45,7 +45,8 @@ export const DEFAULT_JOINER_OPTIONS: JoinerOptions = { maxRecordBytes: 64 * 1024
 
 interface Pending {
   first: PositionedLine;
-  parts: string[];
+  /** Raw text of the lines after the first; undefined until one joins (most records are one line). */
+  more: string[] | undefined;
   bytes: number;
   truncated: boolean;
   end: LinePosition;
@@ -73,7 +74,8 @@ export class Joiner {
     const pending = this.#pending;
     if (pending && this.#continues(pending, next)) {
       const raw = next.line.raw;
-      pending.parts.push(raw);
+      if (pending.more) pending.more.push(raw);
+      else pending.more = [raw];
       pending.bytes += 1 + Buffer.byteLength(raw);
       pending.truncated ||= next.line.truncated;
       pending.end = next.position;
@@ -85,7 +87,7 @@ export class Joiner {
     const done = this.flush();
     this.#pending = {
       first: next,
-      parts: [next.line.raw],
+      more: undefined,
       bytes: next.line.raw.length,
       truncated: next.line.truncated,
       end: next.position,
@@ -103,13 +105,15 @@ export class Joiner {
     if (!pending) return undefined;
     this.#pending = undefined;
     const { line, time } = pending.first;
+    const more = pending.more;
+    const joined = more ? `${line.raw}\n${more.join('\n')}` : undefined;
     return {
       time,
-      raw: pending.parts.length === 1 ? line.raw : pending.parts.join('\n'),
-      message: pending.parts.length === 1 ? line.message : pending.parts.join('\n'),
+      raw: joined ?? line.raw,
+      message: joined ?? line.message,
       level: line.level,
       truncated: pending.truncated,
-      lines: pending.parts.length,
+      lines: more ? more.length + 1 : 1,
       end: pending.end,
     };
   }

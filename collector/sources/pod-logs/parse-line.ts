@@ -1,7 +1,7 @@
 // One line of `pods/log?timestamps=true` -> timestamp, payload, message and level.
 import type { LogLevel } from '../../../proto/index.js';
 import { levelFromText, levelFromValue } from './level.js';
-import { parseLineTime, type LineTime } from './line-time.js';
+import { parseLineTimeAt, type LineTime } from './line-time.js';
 import { truncateUtf8 } from './truncate.js';
 
 /** A parsed line, before multi-line joining. */
@@ -25,10 +25,19 @@ const MIN_PREFIXED_LENGTH = 20;
  * `cut` says the reader already dropped bytes past its transport cap.
  */
 export function parseLine(line: string, maxLineBytes: number, cut = false): ParsedLine {
-  const { time, text } = splitPrefix(line.endsWith('\r') ? line.slice(0, -1) : line);
-  const limited = truncateUtf8(text, maxLineBytes);
-  const raw = limited.text;
-  const truncated = limited.truncated || cut;
+  const full = withoutCr(line);
+  // The prefix is split off here, with no intermediate object: this runs once per line.
+  const space = full.indexOf(' ');
+  const time = prefixTime(full, space);
+  const text = time ? full.slice(space + 1) : full;
+  let raw = text;
+  let truncated = cut;
+  // Most lines fit at 3 bytes per UTF-16 unit: no byte count and no result object for those.
+  if (maxLineBytes > 0 && text.length * 3 > maxLineBytes) {
+    const limited = truncateUtf8(text, maxLineBytes);
+    raw = limited.text;
+    truncated = limited.truncated || cut;
+  }
   if (isJsonCandidate(raw) && !truncated) {
     const json = parseJsonObject(raw);
     if (json) {
@@ -52,13 +61,15 @@ export function parseLine(line: string, maxLineBytes: number, cut = false): Pars
   };
 }
 
-/** Splits the RFC3339 prefix off; a line without one keeps its whole text. */
-function splitPrefix(text: string): { time: LineTime | undefined; text: string } {
-  const space = text.indexOf(' ');
+function withoutCr(line: string): string {
+  return line.endsWith('\r') ? line.slice(0, -1) : line;
+}
+
+/** The RFC3339 prefix ending at `space`; undefined when the line has none. */
+function prefixTime(text: string, space: number): LineTime | undefined {
   const first = text.charCodeAt(0);
-  if (space < MIN_PREFIXED_LENGTH || first < 48 || first > 57) return { time: undefined, text };
-  const time = parseLineTime(text.slice(0, space));
-  return time ? { time, text: text.slice(space + 1) } : { time: undefined, text };
+  if (space < MIN_PREFIXED_LENGTH || first < 48 || first > 57) return undefined;
+  return parseLineTimeAt(text, space);
 }
 
 function isJsonCandidate(text: string): boolean {
