@@ -14,8 +14,11 @@ declare module 'vitest' {
   }
 }
 
+/** Start attempts: on 2 loaded cores a component can miss its start deadline once. */
+const START_ATTEMPTS = 2;
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const options: ClusterOptions = {
+  let options: ClusterOptions = {
     name: `kubexa-it-${String(process.pid)}`,
     workdir: await mkdtemp(join(tmpdir(), 'kubexa-it-')),
     env: process.env,
@@ -25,7 +28,20 @@ export default async function setup(project: TestProject): Promise<() => Promise
     killClusterProcesses(options.workdir, options.name);
   };
   process.once('exit', onExit);
-  const cluster = await startCluster(options);
+  let cluster;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      cluster = await startCluster(options);
+      break;
+    } catch (err: unknown) {
+      // startCluster already stopped what it started and removed its directory.
+      if (attempt >= START_ATTEMPTS) throw err;
+      process.stdout.write(
+        `test cluster start attempt ${String(attempt)} failed, retrying once:\n${String(err)}\n`,
+      );
+      options = { ...options, workdir: await mkdtemp(join(tmpdir(), 'kubexa-it-')) };
+    }
+  }
   process.stdout.write(
     `test cluster ${cluster.name} ready in ${String(cluster.startMs)} ms (${cluster.kubeconfigPath})\n`,
   );
