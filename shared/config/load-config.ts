@@ -1,5 +1,5 @@
 // Turns the config file's text and the environment into a Config, once, at startup. Pure: main.ts
-// reads the file and passes process.env. Every problem is collected and thrown together in one
+// reads the file and passes the environment. Every problem is collected and thrown together in one
 // ConfigError; nothing here prints, and no message carries a secret's value.
 import { parseAllDocuments, type YAMLError } from 'yaml';
 import { ConfigError, type ConfigIssue } from '../errors.js';
