@@ -133,3 +133,21 @@ export function criLine(at: Date, message: string, stream: 'stdout' | 'stderr' =
   const iso = at.toISOString().replace(/\.(\d{3})Z$/, '.$1000000Z');
   return `${iso} ${stream} F ${message}\n`;
 }
+
+/** Waits until `count` pods of `namespace` are Running (kwok makes them so within seconds). */
+export async function waitForRunningPods(
+  kc: KubeConfig,
+  namespace: string,
+  count: number,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await eventually(
+    `${String(count)} pods running in ${namespace}`,
+    async () => {
+      const pods = await core.listNamespacedPod({ namespace });
+      return pods.items.filter((p) => p.status?.phase === 'Running').length === count || undefined;
+    },
+    { timeoutMs, intervalMs: 500 },
+  );
+}

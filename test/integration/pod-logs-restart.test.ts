@@ -22,6 +22,7 @@ import {
   loadKubeConfig,
   serveLogsFromFile,
   type TestNamespace,
+  waitForRunningPods,
 } from '../helpers/kube.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -56,14 +57,7 @@ beforeAll(async () => {
       },
     });
   }
-  await eventually(
-    'pods running',
-    async () => {
-      const pods = await core.listNamespacedPod({ namespace: ns.name });
-      return pods.items.filter((p) => p.status?.phase === 'Running').length === 2 || undefined;
-    },
-    { timeoutMs: 60_000 },
-  );
+  await waitForRunningPods(kc, ns.name, 2);
   gateway = new DemoGateway({}, { logger });
   port = await gateway.listen('127.0.0.1', 0);
 });

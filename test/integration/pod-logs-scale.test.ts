@@ -23,6 +23,7 @@ import {
   loadKubeConfig,
   serveLogsFromFile,
   type TestNamespace,
+  waitForRunningPods,
 } from '../helpers/kube.js';
 
 const kc = loadKubeConfig(inject('kubeconfigPath'));
@@ -63,14 +64,7 @@ beforeAll(async () => {
       ),
     );
   }
-  await eventually(
-    'pods running',
-    async () => {
-      const pods = await core.listNamespacedPod({ namespace: ns.name });
-      return pods.items.filter((p) => p.status?.phase === 'Running').length === PODS || undefined;
-    },
-    { timeoutMs: 90_000, intervalMs: 500 },
-  );
+  await waitForRunningPods(kc, ns.name, PODS, 90_000);
 });
 
 afterAll(async () => {

@@ -28,6 +28,7 @@ import {
   loadKubeConfig,
   serveLogsFromFile,
   type TestNamespace,
+  waitForRunningPods,
 } from '../helpers/kube.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
 
@@ -67,14 +68,7 @@ beforeAll(async () => {
       },
     });
   }
-  await eventually(
-    'pods running',
-    async () => {
-      const pods = await core.listNamespacedPod({ namespace: ns.name });
-      return pods.items.filter((p) => p.status?.phase === 'Running').length === 2 || undefined;
-    },
-    { timeoutMs: 60_000 },
-  );
+  await waitForRunningPods(kc, ns.name, 2);
 });
 
 afterAll(async () => {
