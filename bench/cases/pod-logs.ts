@@ -6,7 +6,7 @@ import {
   DEFAULT_INGEST_LIMITS,
 } from '../../collector/sources/pod-logs/container-log.js';
 import { LineSplitter } from '../../collector/sources/pod-logs/line-splitter.js';
-import { AgentMessage } from '../../proto/index.js';
+import { encodeLogMessage } from '../../collector/sources/pod-logs/log-entry-encoder.js';
 import { rate, type BenchCase, type BenchResult } from '../types.js';
 
 const LINES = 300_000;
@@ -69,16 +69,19 @@ function pipeline(input: readonly Buffer[]): number {
   let bytes = 0;
   const encode = (): void => {
     for (const batch of log.takeBatches()) {
-      entries += batch.entries.length;
-      bytes += AgentMessage.encode({
-        messageId: batch.messageId,
-        payload: { $case: 'logs', value: { entries: batch.entries } },
-      }).finish().length;
+      entries += batch.entryCount;
+      bytes += encodeLogMessage(
+        { messageId: batch.messageId, clusterId: 'c-uid', agentId: 'a-1', timestampMs: 1 },
+        batch.entries,
+      ).length;
     }
+  };
+  const onLine = (text: string, cut: boolean): void => {
+    log.accept(text, cut, 0);
   };
   log.beginConnection();
   for (const chunk of input) {
-    for (const line of splitter.push(chunk)) log.accept(line, 0);
+    splitter.push(chunk, onLine);
     if (log.hasFullBatch()) encode();
   }
   log.flushJoiner(0, false);

@@ -83,23 +83,14 @@ function countingAccess(): { kube: PodLogKubeAccess; open: () => number; mostOpe
     kube: {
       ...real,
       logs: {
-        async open(request, signal) {
+        async read(request, signal, onChunk) {
           open++;
           mostOpen = Math.max(mostOpen, open);
-          let body: AsyncIterable<Buffer>;
           try {
-            body = await real.logs.open(request, signal);
-          } catch (err: unknown) {
+            await real.logs.read(request, signal, onChunk);
+          } finally {
             open--;
-            throw err;
           }
-          return (async function* counted() {
-            try {
-              yield* body;
-            } finally {
-              open--;
-            }
-          })();
         },
       },
     },

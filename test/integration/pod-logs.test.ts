@@ -332,9 +332,9 @@ function recordingKube(requests: LogRequest[]): PodLogKubeAccess {
   return {
     ...real,
     logs: {
-      open: (request, signal) => {
+      read: (request, signal, onChunk) => {
         requests.push(request);
-        return real.logs.open(request, signal);
+        return real.logs.read(request, signal, onChunk);
       },
     },
   };

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LogBatch } from '../../../proto/index.js';
 import { openCheckpointStore, type CheckpointStore } from './checkpoint-store.js';
 import { ContainerLog, DEFAULT_INGEST_LIMITS, type CutBatch } from './container-log.js';
 
@@ -50,7 +51,7 @@ class Gateway {
     if (!this.byId.has(batch.messageId)) {
       this.byId.set(
         batch.messageId,
-        batch.entries.map((e) => e.raw.toString()),
+        LogBatch.decode(batch.entries).entries.map((e) => Buffer.from(e.raw).toString()),
       );
     }
   }
@@ -71,7 +72,7 @@ describe('ContainerLog checkpoints', () => {
       let store = openCheckpointStore(path, () => 0);
       let log = open(store);
       log.beginConnection();
-      for (let n = 0; n < crashAfter; n++) log.accept({ text: logLine(n), cut: false }, 0);
+      for (let n = 0; n < crashAfter; n++) log.accept(logLine(n), false, 0);
       const batches = log.takeBatches();
       store.recordIntents(
         batches.map((b) => ({ instance, meta, intent: { messageId: b.messageId, end: b.end } })),
@@ -98,7 +99,7 @@ describe('ContainerLog checkpoints', () => {
       const after = log.resumeAfter();
       log.beginConnection();
       const from = after ? Math.max(0, (after.sec - 1_700_000_000) * 6) : 0;
-      for (let n = from; n < total; n++) log.accept({ text: logLine(n), cut: false }, 0);
+      for (let n = from; n < total; n++) log.accept(logLine(n), false, 0);
       log.flushJoiner(0, false);
       for (const batch of log.takeBatches()) gateway.receive(batch);
       store.close();
@@ -115,7 +116,7 @@ describe('ContainerLog checkpoints', () => {
     const ids = [0, 1].map(() => {
       const log = open(store);
       log.beginConnection();
-      for (let n = 0; n < 8; n++) log.accept({ text: logLine(n), cut: false }, 0);
+      for (let n = 0; n < 8; n++) log.accept(logLine(n), false, 0);
       return log.takeBatches().map((b) => b.messageId);
     });
     store.close();

@@ -2,11 +2,11 @@
 // limits, batch cutting at the same boundaries after a crash (intents), and the release
 // bookkeeping that moves its checkpoint only over batches the buffer has released.
 import { createHash } from 'node:crypto';
-import type { LogEntry } from '../../../proto/index.js';
 import { Joiner, type LinePosition, type LogRecord } from './joiner.js';
-import type { SplitLine } from './line-splitter.js';
 import { compareLineTime, lineTimeToMs, lineTimeToNs, type LineTime } from './line-time.js';
 import { parseLine } from './parse-line.js';
+import { LogEntryEncoder, type EntryBase } from './log-entry-encoder.js';
+import { ProtoWriter } from './proto-writer.js';
 import { TokenBucket, type RateLimit } from './rate-limiter.js';
 import type { ContainerInstance, Intent, SavedCheckpoint } from './checkpoint-store.js';
 
@@ -27,8 +27,7 @@ export const DEFAULT_INGEST_LIMITS: IngestLimits = {
 
 export type DropReason = 'rate_limited' | 'too_old' | 'future';
 
-/** Fields every entry of this container carries. */
-export type EntryBase = Omit<LogEntry, 'timestamp' | 'message' | 'level' | 'raw' | 'truncated'>;
+export type { EntryBase } from './log-entry-encoder.js';
 
 export interface ContainerLogOptions {
   readonly instance: ContainerInstance;
@@ -41,12 +40,18 @@ export interface ContainerLogOptions {
   readonly onDrop: (reason: DropReason) => void;
 }
 
-/** A batch ready to enqueue; `entries` may be empty (then it is released at once). */
+/** A batch ready to enqueue (only batches with at least one entry are). */
 export interface CutBatch {
   readonly messageId: string;
   readonly end: LinePosition;
-  readonly entries: LogEntry[];
+  /** The encoded LogBatch body: `entryCount` LogBatch.entries elements (log-entry-encoder.ts). */
+  readonly entries: Uint8Array;
+  readonly entryCount: number;
 }
+
+/** A batch's writer keeps at most this much room between batches; more goes back to the GC. */
+const KEPT_WRITER_BYTES = 64 * 1024;
+const INITIAL_WRITER_BYTES = 16 * 1024;
 
 interface Outstanding {
   readonly messageId: string;
@@ -85,8 +90,10 @@ export class ContainerLog {
   #readThrough: LinePosition | undefined;
   /** Batches cut before a crash and not released: cut again at the same ends, same ids. */
   readonly #planned: Intent[];
-  #entries: LogEntry[] = [];
-  #entryBytes = 0;
+  readonly #encoder: LogEntryEncoder;
+  /** The current batch's encoded entries; created on its first entry. */
+  #writer: ProtoWriter | undefined;
+  #entryCount = 0;
   /** End of the last record put into (or dropped from) the current batch. */
   #batchEnd: LinePosition | undefined;
   /** End of the previous batch: the start of the current one. */
@@ -101,6 +108,7 @@ export class ContainerLog {
     this.#readThrough = options.saved.position;
     this.#batchStart = options.saved.position;
     this.#planned = [...options.saved.intents];
+    this.#encoder = new LogEntryEncoder(options.base);
     this.#bucket = TokenBucket.isUnlimited(options.limits.rate)
       ? undefined
       : new TokenBucket(options.limits.rate, options.nowMs);
@@ -133,8 +141,9 @@ export class ContainerLog {
     this.#skipThrough = this.#readThrough;
   }
 
-  accept(split: SplitLine, nowMs: number): void {
-    const line = parseLine(split.text, this.#options.limits.maxLineBytes, split.cut);
+  /** One line of the connection (without its newline); `cut` if the reader dropped bytes. */
+  accept(text: string, cut: boolean, nowMs: number): void {
+    const line = parseLine(text, this.#options.limits.maxLineBytes, cut);
     const position = this.#number(line.time);
     if (this.#skipThrough && comparePosition(position, this.#skipThrough) <= 0) return;
     this.#readThrough = position;
@@ -227,7 +236,8 @@ export class ContainerLog {
     else this.#add(record);
     this.#extendBatchEnd(record.end);
     const { maxBatchEntries, maxBatchBytes } = this.#options;
-    const full = this.#entries.length >= maxBatchEntries || this.#entryBytes >= maxBatchBytes;
+    const full =
+      this.#entryCount >= maxBatchEntries || (this.#writer?.length ?? 0) >= maxBatchBytes;
     if (full && this.#planned.length === 0) this.#cut(undefined);
   }
 
@@ -243,24 +253,9 @@ export class ContainerLog {
   }
 
   #add(record: LogRecord): void {
-    const raw = Buffer.from(record.raw, 'utf8');
-    const base = this.#options.base;
-    // Explicit fields, not a spread: this runs once per line and spreads are slow here.
-    this.#entries.push({
-      podName: base.podName,
-      namespace: base.namespace,
-      container: base.container,
-      labels: base.labels,
-      workload: base.workload,
-      workloadKind: base.workloadKind,
-      nodeName: base.nodeName,
-      timestamp: lineTimeToNs(record.time),
-      message: record.message,
-      level: record.level,
-      raw,
-      truncated: record.truncated,
-    });
-    this.#entryBytes += raw.length * 2 + 64;
+    this.#writer ??= new ProtoWriter(INITIAL_WRITER_BYTES);
+    this.#encoder.append(this.#writer, record);
+    this.#entryCount++;
   }
 
   #extendBatchEnd(position: LinePosition): void {
@@ -272,12 +267,14 @@ export class ContainerLog {
     if (!end) return;
     const messageId =
       plannedId ?? batchMessageId(this.instance, positionKey(this.#batchStart), positionKey(end));
-    const entries = this.#entries;
-    this.#entries = [];
-    this.#entryBytes = 0;
+    const entryCount = this.#entryCount;
     this.#batchStart = end;
     this.#batchEnd = undefined;
-    this.#outstanding.push({ messageId, end, released: entries.length === 0 });
-    if (entries.length > 0) this.#ready.push({ messageId, end, entries });
+    this.#outstanding.push({ messageId, end, released: entryCount === 0 });
+    if (entryCount > 0 && this.#writer) {
+      this.#ready.push({ messageId, end, entries: Buffer.from(this.#writer.view()), entryCount });
+      this.#entryCount = 0;
+      this.#writer.reset(KEPT_WRITER_BYTES);
+    }
   }
 }

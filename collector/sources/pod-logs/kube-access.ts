@@ -1,6 +1,6 @@
 // The real Kubernetes access of the pod log source, built from a KubeConfig in main.ts.
-import { PassThrough } from 'node:stream';
-import { AppsV1Api, BatchV1Api, Log, type KubeConfig } from '@kubernetes/client-node';
+import { AppsV1Api, BatchV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { PodLogHttp } from './pod-log-http.js';
 import { kubePodListWatch } from './kube-pod-list-watch.js';
 import type { PodListWatch } from './pod-reflector.js';
 import type { OwnerLookup } from './workload.js';
@@ -16,9 +16,15 @@ export interface LogRequest {
   readonly previous?: boolean;
 }
 
-/** Opens `pods/log?timestamps=true`; the iterable ends with the stream. */
+/** Reads `pods/log?timestamps=true` (pod-log-http.ts). */
 export interface PodLogReader {
-  open(request: LogRequest, signal: AbortSignal): Promise<AsyncIterable<Buffer>>;
+  /**
+   * One connection: each body chunk goes to `onChunk` as it arrives, synchronously (the chunk is
+   * the caller's only during the call). Resolves when the server ends the body or `signal`
+   * aborts; rejects when the request is refused (an error with `statusCode`) or the connection
+   * is cut.
+   */
+  read(request: LogRequest, signal: AbortSignal, onChunk: (chunk: Buffer) => void): Promise<void>;
 }
 
 export interface PodLogKubeAccess {
@@ -30,40 +36,11 @@ export interface PodLogKubeAccess {
 export function kubePodLogAccess(kc: KubeConfig): PodLogKubeAccess {
   const apps = kc.makeApiClient(AppsV1Api);
   const batch = kc.makeApiClient(BatchV1Api);
-  const log = new Log(kc);
+  const http = new PodLogHttp(kc);
   return {
     listWatch: (namespace) => kubePodListWatch(kc, namespace),
     logs: {
-      async open(request, signal) {
-        const out = new PassThrough();
-        // client-node pipes the response body into `out`, and pipe() passes no error on: a
-        // connection cut mid-stream would leave `out` open forever. Fail it instead, so the
-        // session ends and reconnects from its position.
-        out.once('pipe', (body: NodeJS.ReadableStream) => {
-          body.once('error', (err: Error) => {
-            out.destroy(err);
-          });
-        });
-        const controller = await log.log(request.namespace, request.pod, request.container, out, {
-          follow: request.follow,
-          timestamps: true,
-          ...(request.tailLines !== undefined && request.tailLines > 0
-            ? { tailLines: request.tailLines }
-            : {}),
-          ...(request.sinceTime ? { sinceTime: request.sinceTime.toISOString() } : {}),
-          ...(request.previous === true ? { previous: true } : {}),
-        });
-        const stop = (): void => {
-          controller.abort();
-          out.end();
-        };
-        if (signal.aborted) stop();
-        else signal.addEventListener('abort', stop, { once: true });
-        out.once('close', () => {
-          signal.removeEventListener('abort', stop);
-        });
-        return out;
-      },
+      read: (request, signal, onChunk) => http.read(request, signal, onChunk),
     },
     owners: async (kind, namespace, name) => {
       const object =

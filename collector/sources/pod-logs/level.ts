@@ -47,10 +47,19 @@ const KLOG_LEVELS: Readonly<Record<string, LogLevel>> = {
   F: LogLevel.LOG_LEVEL_ERROR,
 };
 
+function mayBeKlog(head: string): boolean {
+  const first = head.charCodeAt(0);
+  const second = head.charCodeAt(1);
+  return (
+    (first === 73 || first === 87 || first === 69 || first === 70) && second >= 48 && second <= 57
+  );
+}
+
 /** The level of a plain-text line, UNSPECIFIED when none of the common forms is present. */
 export function levelFromText(text: string): LogLevel {
   const head = text.length > HEAD_CHARS ? text.slice(0, HEAD_CHARS) : text;
-  const klog = KLOG.exec(head);
+  // The klog regex only where its first two characters fit (a letter of IWEF, a digit).
+  const klog = mayBeKlog(head) ? KLOG.exec(head) : null;
   if (klog) return KLOG_LEVELS[klog[1] ?? ''] ?? 0;
   const logfmt = LOGFMT.exec(head);
   if (logfmt) return levelFromValue(logfmt[1]);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { LogLevel } from '../../../proto/index.js';
 import { Joiner, type LogRecord, type PositionedLine } from './joiner.js';
 import { levelFromText } from './level.js';
-import { LineSplitter } from './line-splitter.js';
+import { LineSplitter, type SplitLine } from './line-splitter.js';
 import { lineTimeToNs, parseLineTime } from './line-time.js';
 import { parseLine } from './parse-line.js';
 import { TokenBucket } from './rate-limiter.js';
@@ -122,10 +122,21 @@ describe('truncateUtf8', () => {
   });
 });
 
+/** Every line the splitter completes for these chunks, and the counts push() returned. */
+function split(splitter: LineSplitter, chunks: readonly string[]): SplitLine[] {
+  const lines: SplitLine[] = [];
+  for (const chunk of chunks) {
+    const before = lines.length;
+    const count = splitter.push(Buffer.from(chunk), (text, cut) => lines.push({ text, cut }));
+    expect(count).toBe(lines.length - before);
+  }
+  return lines;
+}
+
 describe('LineSplitter', () => {
   it('splits across chunks and returns a final unterminated line', () => {
     const splitter = new LineSplitter(100);
-    const lines = [...splitter.push(Buffer.from('a\nb')), ...splitter.push(Buffer.from('c\n\nd'))];
+    const lines = split(splitter, ['a\nb', 'c\n\nd']);
     expect(lines).toEqual([
       { text: 'a', cut: false },
       { text: 'bc', cut: false },
@@ -137,10 +148,7 @@ describe('LineSplitter', () => {
 
   it('drops bytes past the cap up to the newline and resynchronises', () => {
     const splitter = new LineSplitter(4);
-    const lines = [
-      ...splitter.push(Buffer.from('abcdefgh')),
-      ...splitter.push(Buffer.from('ij\nok\n')),
-    ];
+    const lines = split(splitter, ['abcdefgh', 'ij\nok\n']);
     expect(lines).toEqual([
       { text: 'abcd', cut: true },
       { text: 'ok', cut: false },
@@ -149,7 +157,7 @@ describe('LineSplitter', () => {
 
   it('never ends a cut line inside a UTF-8 sequence', () => {
     const splitter = new LineSplitter(3);
-    expect(splitter.push(Buffer.from('a€€\n'))).toEqual([{ text: 'a', cut: true }]);
+    expect(split(splitter, ['a€€\n'])).toEqual([{ text: 'a', cut: true }]);
   });
 });
 

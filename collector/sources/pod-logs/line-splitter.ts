@@ -7,6 +7,9 @@ export interface SplitLine {
   readonly cut: boolean;
 }
 
+/** Receives each completed line; called synchronously from push(). */
+export type LineHandler = (text: string, cut: boolean) => void;
+
 export class LineSplitter {
   readonly #maxBytes: number;
   #parts: Buffer[] = [];
@@ -18,22 +21,27 @@ export class LineSplitter {
     this.#maxBytes = maxBytes;
   }
 
-  /** Feeds a chunk; returns the lines it completed. */
-  push(chunk: Buffer): SplitLine[] {
-    const out: SplitLine[] = [];
+  /**
+   * Feeds a chunk, handing every line it completes to `onLine` (no array or object per line:
+   * this runs for every chunk of every stream). Returns how many lines it completed.
+   */
+  push(chunk: Buffer, onLine: LineHandler): number {
+    let lines = 0;
     let start = 0;
     for (;;) {
       const newline = chunk.indexOf(10, start);
       if (newline === -1) {
-        this.#keep(chunk.subarray(start));
-        return out;
+        this.#keep(chunk, start, chunk.length);
+        return lines;
       }
       if (this.#partBytes === 0 && !this.#cut && this.#fits(newline - start)) {
-        out.push({ text: chunk.toString('utf8', start, newline), cut: false });
+        onLine(chunk.toString('utf8', start, newline), false);
       } else {
-        this.#keep(chunk.subarray(start, newline));
-        out.push(this.#take());
+        this.#keep(chunk, start, newline);
+        const line = this.#take();
+        onLine(line.text, line.cut);
       }
+      lines++;
       start = newline + 1;
     }
   }
@@ -48,15 +56,17 @@ export class LineSplitter {
     return this.#maxBytes <= 0 || bytes <= this.#maxBytes;
   }
 
-  #keep(bytes: Buffer): void {
-    if (bytes.length === 0) return;
-    const room = this.#maxBytes <= 0 ? bytes.length : this.#maxBytes - this.#partBytes;
-    if (room < bytes.length) this.#cut = true;
+  /** Keeps `chunk[start, end)` of an unfinished line, up to the cap. */
+  #keep(chunk: Buffer, start: number, end: number): void {
+    const length = end - start;
+    if (length === 0) return;
+    const room = this.#maxBytes <= 0 ? length : this.#maxBytes - this.#partBytes;
+    if (room < length) this.#cut = true;
     if (room <= 0) return;
-    const kept = room < bytes.length ? bytes.subarray(0, room) : bytes;
+    const kept = Math.min(room, length);
     // Copy: the chunk's memory belongs to the stream.
-    this.#parts.push(Buffer.from(kept));
-    this.#partBytes += kept.length;
+    this.#parts.push(Buffer.from(chunk.subarray(start, start + kept)));
+    this.#partBytes += kept;
   }
 
   #take(): SplitLine {

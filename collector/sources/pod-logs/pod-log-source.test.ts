@@ -63,7 +63,7 @@ function fakeKube() {
       },
     }),
     logs: {
-      open: (request, signal) => {
+      read: async (request, signal, onChunk) => {
         const body = new PassThrough();
         signal.addEventListener(
           'abort',
@@ -73,7 +73,8 @@ function fakeKube() {
           { once: true },
         );
         opens.push({ request, body, signal });
-        return Promise.resolve(body);
+        // As the real reader: each chunk handed over as it comes, the end or error passed on.
+        for await (const chunk of body as AsyncIterable<Buffer>) onChunk(chunk);
       },
     },
     owners: () => Promise.resolve(undefined),

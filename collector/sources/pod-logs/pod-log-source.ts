@@ -6,7 +6,6 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { AgentMessage } from '../../../proto/index.js';
 import type { Clock } from '../../../shared/clock.js';
 import type { ReleaseListener } from '../../buffer/types.js';
 import type { Sink, Source } from '../source.js';
@@ -30,6 +29,7 @@ import type { LinePosition } from './joiner.js';
 import { compileEligibility, type ContainerTarget, type EligibilityConfig } from './eligibility.js';
 import type { LogRequest, PodLogKubeAccess } from './kube-access.js';
 import { LineSplitter } from './line-splitter.js';
+import { encodeLogMessage } from './log-entry-encoder.js';
 import { lineTimeToSinceTime } from './line-time.js';
 import { errorCode, runPodReflector } from './pod-reflector.js';
 import { previousReadEnd, previousUnfinished } from './restart.js';
@@ -181,6 +181,9 @@ export function createPodLogSource(
   let flushTimer: NodeJS.Timeout | undefined;
   let sweepTimer: NodeJS.Timeout | undefined;
   let flushQueued = false;
+  /** Lines and bytes read since the last flush: counted there, not once per chunk. */
+  let pendingLines = 0;
+  let pendingBytes = 0;
   let unsubscribe: (() => void) | undefined;
   let closed: Promise<void> | undefined;
   let runners: Promise<unknown>[] = [];
@@ -392,8 +395,7 @@ export function createPodLogSource(
     });
     const watchdog = watchIdle(read, connection, connectionSignal);
     try {
-      const body = await deps.kube.logs.open(request, connectionSignal);
-      await readBody(body, log, read, connectionSignal);
+      await readBody(request, log, read, connectionSignal);
     } catch (err: unknown) {
       // Closed on our side (preempted, idle, stopping): an error here is that close.
       if (!connectionSignal.aborted) {
@@ -434,35 +436,38 @@ export function createPodLogSource(
     }
   }
 
-  /** Feeds a log body into its ContainerLog, counting lines into `read`. */
+  /** Reads one log connection into its ContainerLog, counting lines into `read`. */
   async function readBody(
-    body: AsyncIterable<Buffer>,
+    request: LogRequest,
     log: ContainerLog,
     read: { lines: number; lastByteAtMs: number },
     connectionSignal: AbortSignal,
   ): Promise<void> {
     const splitter = new LineSplitter(limits.maxLineBytes > 0 ? limits.maxLineBytes + 64 : 0);
-    for await (const chunk of body) {
-      counters.bytesRead(chunk.length);
-      const now = clock.now();
+    // Runs once per chunk, synchronously, as the socket delivers it: a followed log comes in
+    // 100-200 byte chunks, so nothing here may cost more than it must (no promise, no stream).
+    let now = clock.now();
+    const onLine = (text: string, cut: boolean): void => {
+      log.accept(text, cut, now);
+    };
+    const onChunk = (chunk: Buffer): void => {
+      now = clock.now();
       read.lastByteAtMs = now;
-      let lines = 0;
-      for (const line of splitter.push(chunk)) {
-        log.accept(line, now);
-        lines++;
-      }
+      pendingBytes += chunk.length;
+      const lines = splitter.push(chunk, onLine);
       // Counted as read, so a stream that stays open for days still shows its lines.
       read.lines += lines;
-      counters.linesRead(lines);
+      pendingLines += lines;
       if (log.hasFullBatch()) requestFlush();
-    }
+    };
+    await deps.kube.logs.read(request, connectionSignal, onChunk);
     // An unterminated last line is whole only if the server ended the stream. On our abort
     // it may be a fragment: drop it, the next connection reads the line again.
     const last = splitter.end();
     if (last && !connectionSignal.aborted) {
-      log.accept(last, clock.now());
+      log.accept(last.text, last.cut, clock.now());
       read.lines++;
-      counters.linesRead(1);
+      pendingLines++;
     }
   }
 
@@ -488,6 +493,10 @@ export function createPodLogSource(
   /** Cuts batches, records their intents, enqueues them; settles empty ones at once. */
   function flush(idleOnly: boolean): void {
     const now = clock.now();
+    counters.linesRead(pendingLines);
+    counters.bytesRead(pendingBytes);
+    pendingLines = 0;
+    pendingBytes = 0;
     const cut: { log: ContainerLog; batch: CutBatch }[] = [];
     const touched = new Set<ContainerLog>();
     for (const log of logs.values()) {
@@ -513,17 +522,15 @@ export function createPodLogSource(
   }
 
   function encode(batch: CutBatch, nowMs: number): Uint8Array {
-    return AgentMessage.encode({
-      messageId: batch.messageId,
-      meta: {
-        tenantId: '',
+    return encodeLogMessage(
+      {
+        messageId: batch.messageId,
         clusterId: options.identity.clusterId,
         agentId: options.identity.agentId,
-        sessionId: '',
-        timestamp: String(nowMs),
+        timestampMs: nowMs,
       },
-      payload: { $case: 'logs', value: { entries: batch.entries } },
-    }).finish();
+      batch.entries,
+    );
   }
 
   function onRelease(ids: readonly string[]): void {

@@ -1,0 +1,203 @@
+// `pods/log` over node:http(s) directly, the body handed to the caller chunk by chunk.
+//
+// Why not client-node's `Log`: a followed log arrives in small pieces (the kubelet writes line
+// by line and the API server flushes every write: 100-200 bytes a chunk), so the cost per chunk
+// decides the collector's CPU. `Log` pipes node-fetch's body stream into a caller's stream, and
+// each chunk then crossed two PassThrough streams and an async iterator step. Here a chunk goes
+// from the socket's 'data' event straight to the caller. `Log` also builds a new https.Agent,
+// and with it a new TLS context (CA, client key), for every request; the agent here is reused
+// while the kubeconfig's TLS material stays the same. Authentication still comes from the
+// KubeConfig on every request (token files, exec plugins, impersonation).
+import http from 'node:http';
+import https from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { AGENT_VERSION } from '../../../shared/version.js';
+import type { LogRequest } from './kube-access.js';
+
+/** A refused log request; `statusCode` is what errorCode() reads (403, 404, 400...). */
+export class PodLogRequestError extends Error {
+  readonly statusCode: number;
+  constructor(statusCode: number, message: string) {
+    super(message);
+    this.name = 'PodLogRequestError';
+    this.statusCode = statusCode;
+  }
+}
+
+/** Error bodies are small Status objects; a larger one is cut here. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; pod-logs)`;
+
+/** The TLS material an agent was built from: a change (rotated client cert) builds a new one. */
+interface AgentMaterial {
+  readonly ca: https.AgentOptions['ca'];
+  readonly cert: https.AgentOptions['cert'];
+  readonly key: https.AgentOptions['key'];
+  readonly rejectUnauthorized: boolean | undefined;
+  readonly servername: string | undefined;
+}
+
+const sameBytes = (a: unknown, b: unknown): boolean =>
+  Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
+
+function sameAgentMaterial(a: AgentMaterial, b: AgentMaterial): boolean {
+  return (
+    sameBytes(a.ca, b.ca) &&
+    sameBytes(a.cert, b.cert) &&
+    sameBytes(a.key, b.key) &&
+    a.rejectUnauthorized === b.rejectUnauthorized &&
+    a.servername === b.servername
+  );
+}
+
+const isList = (value: unknown): value is readonly unknown[] => Array.isArray(value);
+
+/** The kubeconfig's headers (Authorization, Impersonate-User...) as an object. */
+function headerObject(headers: https.RequestOptions['headers']): http.OutgoingHttpHeaders {
+  return headers === undefined || isList(headers) ? {} : headers;
+}
+
+/** https.AgentOptions from the material, leaving out what the kubeconfig does not set. */
+function definedOnly(material: AgentMaterial): https.AgentOptions {
+  return Object.fromEntries(Object.entries(material).filter(([, value]) => value !== undefined));
+}
+
+export function logUrl(server: string, request: LogRequest): URL {
+  const base = server.replace(/\/+$/, '');
+  const path = `/api/v1/namespaces/${encodeURIComponent(request.namespace)}/pods/${encodeURIComponent(request.pod)}/log`;
+  const url = new URL(base + path);
+  const params = url.searchParams;
+  params.set('container', request.container);
+  params.set('timestamps', 'true');
+  if (request.follow) params.set('follow', 'true');
+  if (request.previous === true) params.set('previous', 'true');
+  if (request.tailLines !== undefined && request.tailLines > 0) {
+    params.set('tailLines', String(request.tailLines));
+  }
+  if (request.sinceTime) params.set('sinceTime', request.sinceTime.toISOString());
+  return url;
+}
+
+export class PodLogHttp {
+  readonly #kc: KubeConfig;
+  #agent: { material: AgentMaterial; agent: http.Agent } | undefined;
+
+  constructor(kc: KubeConfig) {
+    this.#kc = kc;
+  }
+
+  /**
+   * Reads one log connection, handing each body chunk to `onChunk` as it arrives. Resolves when
+   * the server ends the body or `signal` aborts; rejects with a PodLogRequestError for a
+   * non-200 answer, or with the socket's error when the connection is cut.
+   */
+  async read(
+    request: LogRequest,
+    signal: AbortSignal,
+    onChunk: (chunk: Buffer) => void,
+  ): Promise<void> {
+    const cluster = this.#kc.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    const options: https.RequestOptions = {};
+    await this.#kc.applyToHTTPSOptions(options);
+    if (signal.aborted) return;
+    const url = logUrl(cluster.server, request);
+    const agent = this.#agentFor(
+      options,
+      cluster.proxyUrl !== undefined && cluster.proxyUrl !== '',
+    );
+    const send = url.protocol === 'http:' ? http.request : https.request;
+    await new Promise<void>((resolve, reject) => {
+      const outgoing = send(
+        url,
+        {
+          method: 'GET',
+          agent,
+          headers: { ...headerObject(options.headers), 'user-agent': USER_AGENT },
+          ...(options.auth === undefined ? {} : { auth: options.auth }),
+          signal,
+        },
+        (response) => {
+          if (response.statusCode !== 200) {
+            refusal(response).then(reject, reject);
+            return;
+          }
+          response.on('data', (chunk: Buffer) => {
+            try {
+              onChunk(chunk);
+            } catch (err: unknown) {
+              // A throwing consumer ends this connection, not the process.
+              outgoing.destroy();
+              reject(err instanceof Error ? err : new Error(String(err)));
+            }
+          });
+          response.once('error', () => undefined);
+          response.once('close', () => {
+            // `complete`: the body ended as the server meant it to (the last chunk arrived).
+            if (response.complete || signal.aborted) resolve();
+            else reject(new Error('log stream cut before its end'));
+          });
+        },
+      );
+      outgoing.once('error', (err) => {
+        if (signal.aborted) resolve();
+        else reject(err);
+      });
+      outgoing.end();
+    });
+  }
+
+  /** The agent for these options: the cached one while the TLS material is unchanged. */
+  #agentFor(options: https.RequestOptions, proxied: boolean): http.Agent | undefined {
+    // Through a proxy, client-node's own agent (it speaks the proxy's protocol).
+    if (proxied) return options.agent instanceof http.Agent ? options.agent : undefined;
+    const material: AgentMaterial = {
+      ca: options.ca,
+      cert: options.cert,
+      key: options.key,
+      rejectUnauthorized: options.rejectUnauthorized,
+      servername: options.servername,
+    };
+    const cached = this.#agent;
+    if (cached && sameAgentMaterial(cached.material, material)) return cached.agent;
+    cached?.agent.destroy();
+    const agent = new https.Agent({ keepAlive: true, ...definedOnly(material) });
+    this.#agent = { material, agent };
+    return agent;
+  }
+
+  /** Closes idle kept-alive sockets. */
+  close(): void {
+    this.#agent?.agent.destroy();
+    this.#agent = undefined;
+  }
+}
+
+/** A PodLogRequestError from a non-200 answer, with the Status message when there is one. */
+async function refusal(response: http.IncomingMessage): Promise<PodLogRequestError> {
+  const status = response.statusCode ?? 0;
+  const parts: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of response as AsyncIterable<Buffer>) {
+      if (size < MAX_ERROR_BODY_BYTES) parts.push(chunk);
+      size += chunk.length;
+    }
+  } catch {
+    // A cut error body: the status alone still says what happened.
+  }
+  const body = Buffer.concat(parts).subarray(0, MAX_ERROR_BODY_BYTES).toString('utf8');
+  let message = `pods/log answered HTTP ${String(status)}`;
+  let code = status;
+  try {
+    // A Status object: its own code wins (an API server wraps some kubelet refusals in a 500).
+    const parsed = JSON.parse(body) as { message?: unknown; code?: unknown };
+    if (typeof parsed.message === 'string' && parsed.message !== '') {
+      message = `${message}: ${parsed.message}`;
+    }
+    if (typeof parsed.code === 'number' && parsed.code >= 400) code = parsed.code;
+  } catch {
+    if (body.trim() !== '') message = `${message}: ${body.trim().slice(0, 200)}`;
+  }
+  return new PodLogRequestError(code, message);
+}
