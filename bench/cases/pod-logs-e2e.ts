@@ -209,6 +209,8 @@ function collectorConfig(dir: string, name: string, gatewayPort: number, logs: s
       `  metrics_addr: "${HOST}:0"`,
       'collect:',
       '  logs:',
+      // Checkpoints on, as the chart's default: intents and releases are SQLite commits.
+      `    checkpoint_dir: ${JSON.stringify(join(dir, `${name}-data`, 'log-checkpoints'))}`,
       ...logs.map((line) => `    ${line}`),
       '',
     ].join('\n'),
@@ -360,6 +362,8 @@ async function deadline(ms: number, what: string): Promise<never> {
 interface E2eReading extends Reading {
   readonly gatewayCpuPercent: number;
   readonly windowMs: number;
+  /** Log messages stored, and their mean entry count. */
+  readonly messages: number;
   /** The collector's peak RSS (VmHWM) by the last line. */
   readonly peakRssMiB: number;
 }
@@ -406,6 +410,7 @@ async function shipLines(
   const total = E2E_PODS * E2E_LINES;
   let pid = 0;
   let received = 0;
+  let messages = 0;
   interface Sample {
     readonly at: number;
     readonly cpu: number;
@@ -435,6 +440,7 @@ async function shipLines(
       return;
     }
     received += entries.length;
+    messages++;
     for (const entry of entries) perPod.set(entry.podName, (perPod.get(entry.podName) ?? 0) + 1);
     first ??= { ...sample(), lines: entries.length };
     if (received >= total) {
@@ -473,6 +479,7 @@ async function shipLines(
     clusterCpuPercent: ((last.clusterCpu - first.clusterCpu) * 1000 * 100) / windowMs,
     gatewayCpuPercent: (gatewayCpuMs / windowMs) * 100,
     windowMs,
+    messages,
     peakRssMiB: last.peakRssMiB,
   };
 }
@@ -572,7 +579,8 @@ export const podLogsE2eBench: BenchCase = {
             `collector ${fmtRate(s.linesPerSecond)} lines/s over ${String(Math.round(s.windowMs))} ms, ` +
             `collector ${pct(s.cpuPercent)} (${usPerLine(s).toFixed(1)} µs/line), ` +
             `apiserver+kwok ${pct(s.clusterCpuPercent)}, demo gateway ${pct(s.gatewayCpuPercent)}, ` +
-            `collector peak RSS ${s.peakRssMiB.toFixed(0)} MiB\n`,
+            `collector peak RSS ${s.peakRssMiB.toFixed(0)} MiB, ` +
+            `${String(s.messages)} messages (${((E2E_PODS * E2E_LINES) / s.messages).toFixed(0)} lines each)\n`,
         );
       }
 

@@ -167,9 +167,9 @@ export class ContainerLog {
     if (done) this.#record(done, nowMs);
   }
 
-  /** Cuts the current batch if it has anything; returns and clears every ready batch. */
-  takeBatches(): CutBatch[] {
-    if (this.#batchEnd) this.#cut(undefined);
+  /** Returns and clears every ready batch; with `cutPartial`, the current one is cut first. */
+  takeBatches(cutPartial = true): CutBatch[] {
+    if (cutPartial && this.#batchEnd) this.#cut(undefined);
     return this.#ready.splice(0);
   }
 

@@ -181,6 +181,7 @@ export function createPodLogSource(
   let flushTimer: NodeJS.Timeout | undefined;
   let sweepTimer: NodeJS.Timeout | undefined;
   let flushQueued = false;
+  let flushAllQueued = false;
   /** Lines and bytes read since the last flush: counted there, not once per chunk. */
   let pendingLines = 0;
   let pendingBytes = 0;
@@ -458,7 +459,7 @@ export function createPodLogSource(
       // Counted as read, so a stream that stays open for days still shows its lines.
       read.lines += lines;
       pendingLines += lines;
-      if (log.hasFullBatch()) requestFlush();
+      if (log.hasFullBatch()) requestFlush('ready');
     };
     await deps.kube.logs.read(request, connectionSignal, onChunk);
     // An unterminated last line is whole only if the server ended the stream. On our abort
@@ -481,17 +482,29 @@ export function createPodLogSource(
     return 'retry';
   }
 
-  function requestFlush(): void {
+  /**
+   * Flushes soon (setImmediate): `ready` enqueues only full batches (a stream filled one), `all`
+   * also cuts every partial batch (a connection ended: its lines go out now, not at the timer).
+   */
+  function requestFlush(scope: 'ready' | 'all' = 'all'): void {
+    if (scope === 'all') flushAllQueued = true;
     if (flushQueued) return;
     flushQueued = true;
     setImmediate(() => {
+      const mode = flushAllQueued ? 'all' : 'ready';
       flushQueued = false;
-      flush(false);
+      flushAllQueued = false;
+      flush(mode);
     });
   }
 
-  /** Cuts batches, records their intents, enqueues them; settles empty ones at once. */
-  function flush(idleOnly: boolean): void {
+  /**
+   * Cuts batches, records their intents, enqueues them; settles empty ones at once. `idle` (the
+   * timer) also emits records the joiner held long enough and cuts every partial batch, `all`
+   * cuts every partial batch, `ready` takes only full ones: a busy stream filling batches does
+   * not cut every other container's batch short each time.
+   */
+  function flush(mode: 'idle' | 'all' | 'ready'): void {
     const now = clock.now();
     counters.linesRead(pendingLines);
     counters.bytesRead(pendingBytes);
@@ -500,8 +513,8 @@ export function createPodLogSource(
     const cut: { log: ContainerLog; batch: CutBatch }[] = [];
     const touched = new Set<ContainerLog>();
     for (const log of logs.values()) {
-      if (idleOnly) log.flushJoiner(now, true);
-      for (const batch of log.takeBatches()) cut.push({ log, batch });
+      if (mode === 'idle') log.flushJoiner(now, true);
+      for (const batch of log.takeBatches(mode !== 'ready')) cut.push({ log, batch });
       touched.add(log);
     }
     if (cut.length > 0) {
@@ -659,7 +672,7 @@ export function createPodLogSource(
         ),
       );
       flushTimer = setInterval(() => {
-        flush(true);
+        flush('idle');
         scheduler?.rebalance();
       }, options.flushIntervalMs ?? 250);
       flushTimer.unref();
@@ -676,7 +689,7 @@ export function createPodLogSource(
         // Let aborted sessions finish their last lines, then hand everything to the sink.
         await new Promise((resolve) => setImmediate(resolve));
         for (const log of logs.values()) log.flushJoiner(clock.now(), false);
-        flush(false);
+        flush('all');
         unsubscribe?.();
         store.close();
       })();
