@@ -327,8 +327,8 @@ describe('pod log source', () => {
 });
 
 /** The real API access, recording every log request in order. */
-function recordingKube(requests: LogRequest[]): PodLogKubeAccess {
-  const real = kubePodLogAccess(kc);
+function recordingKube(requests: LogRequest[], config: KubeConfig = kc): PodLogKubeAccess {
+  const real = kubePodLogAccess(config);
   return {
     ...real,
     logs: {
@@ -510,6 +510,138 @@ describe('pod log source, container restart', () => {
       expect(texts().filter((t) => !t.startsWith('r-'))).toEqual(['A', 'B']);
     } finally {
       await restartNs.delete();
+    }
+  });
+  it('a stream reopened before the watch reports the restart misreads the new instance: every line still arrives once', async () => {
+    const raceNs = await createTestNamespace(kc, 'podlogs-race');
+    const dir = await mkdtemp(join(scratch, 'm-'));
+    const current = join(dir, 'current.log');
+    const previous = join(dir, 'previous.log');
+    const base = Date.now() - 5_000;
+    const at = (ms: number): Date => new Date(base + ms);
+    await writeFile(
+      join(dir, 'app-0.log'),
+      [1, 2, 3].map((i) => criLine(at(i), `r-${String(i)}`)).join(''),
+    );
+    await writeFile(previous, '');
+    await symlink('app-0.log', current);
+    const proxy = await startTcpProxy(kc);
+    const seen = new Map<string, string[]>();
+    const requests: LogRequest[] = [];
+    const errors: string[] = [];
+    const a = new Date();
+    const b = new Date(a.getTime() + 1);
+    const c = new Date(a.getTime() + 2);
+    try {
+      await serveLogsFromFile(kc, {
+        namespace: raceNs.name,
+        logsFile: current,
+        previousLogsFile: previous,
+      });
+      await core.createNamespacedPod({
+        namespace: raceNs.name,
+        body: {
+          metadata: { name: 'race-1', labels: { app: 'race' } },
+          spec: {
+            containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
+            tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+          },
+        },
+      });
+      await waitForRunningPods(kc, raceNs.name, 1);
+      const rule: LogRuleConfig = {
+        id: 'race',
+        namespace: raceNs.name,
+        pod_names: [],
+        label_selector: 'app=race',
+        field_selector: '',
+        containers: [],
+        tail_lines: 100,
+      };
+      const texts = (): string[] =>
+        [...seen.values()].flat().map((l) => l.split('/').slice(2).join('/'));
+      const has = (text: string) => () => Promise.resolve(texts().includes(text) || undefined);
+      const { buffer, source } = run([rule], dir, {
+        kube: recordingKube(requests, proxy.kubeConfig),
+        counters: { ...noopPodLogCounters, streamErrors: (kind) => errors.push(kind) },
+      });
+      const stop = drain(buffer, seen);
+      try {
+        await source.start(AbortSignal.timeout(120_000));
+        await eventually('lines 1..3', has('r-3'), { timeoutMs: 30_000 });
+        // The container writes r-4 and stops (our stream never reads r-4), and instance 1
+        // starts with A, B: the runtime's files are swapped before the pod status says so.
+        await copyFile(join(dir, 'app-0.log'), previous);
+        await appendFile(previous, criLine(at(4), 'r-4'));
+        await writeFile(join(dir, 'app-1.log'), criLine(a, 'A') + criLine(b, 'B'));
+        await symlink('app-1.log', join(dir, 'current.next'));
+        await rename(join(dir, 'current.next'), current);
+        // The stream is cut and reopened from the second of r-3, still as instance 0: the log
+        // API names no instance, and the API server serves instance 1's log.
+        proxy.cut();
+        await eventually('A and B read as instance 0', has('B'), { timeoutMs: 30_000 });
+        expect(errors).toContain('cut');
+        await eventually(
+          "instance 0's checkpoint at B",
+          () =>
+            Promise.resolve(
+              storedInstance(dir, 0)?.nanos === (b.getTime() % 1000) * 1e6 || undefined,
+            ),
+          { timeoutMs: 30_000 },
+        );
+        expect(requests.filter((r) => r.previous === true)).toEqual([]);
+        // Now the watch reports the restart.
+        const pod = await core.readNamespacedPod({ name: 'race-1', namespace: raceNs.name });
+        const status = pod.status?.containerStatuses?.[0];
+        if (!status) throw new Error('no container status');
+        status.restartCount = 1;
+        status.containerID = 'kwok://restarted-1';
+        await core.replaceNamespacedPodStatus({
+          name: 'race-1',
+          namespace: raceNs.name,
+          body: pod,
+        });
+        // Once the stream of instance 0 is closed (the previous read follows it), instance 1
+        // writes C: only instance 1's own stream can read it.
+        await eventually(
+          'the previous read',
+          () => Promise.resolve(requests.some((r) => r.previous === true) || undefined),
+          { timeoutMs: 30_000 },
+        );
+        await appendFile(join(dir, 'app-1.log'), criLine(c, 'C'));
+        await eventually('C from instance 1', has('C'), { timeoutMs: 30_000 });
+        await eventually(
+          'instance 0 marked finished',
+          () => Promise.resolve(storedInstance(dir, 0)?.finished === 1 || undefined),
+          { timeoutMs: 30_000 },
+        );
+      } finally {
+        stop();
+        await source.close();
+        await buffer.close();
+      }
+      expect(texts()).toEqual(['r-1', 'r-2', 'r-3', 'A', 'B', 'r-4', 'C']);
+      // Instance 0 was read twice with previous=true: from B's second (it ends before it: a
+      // misread), then from r-3's, where the misreading connection began.
+      const previousReads = requests.filter((r) => r.previous === true);
+      expect(previousReads.map((r) => r.sinceTime?.getTime())).toEqual([
+        Math.floor(b.getTime() / 1000) * 1000,
+        Math.floor(at(3).getTime() / 1000) * 1000,
+      ]);
+      // Instance 1 resumed after B (its stored skip), and its checkpoint went on to C.
+      const lastPrevious = requests.findLastIndex((r) => r.previous === true);
+      expect(requests[lastPrevious + 1]).toMatchObject({ follow: true });
+      expect(requests[lastPrevious + 1]?.previous).toBeUndefined();
+      expect(requests[lastPrevious + 1]?.sinceTime?.getTime()).toBe(
+        Math.floor(b.getTime() / 1000) * 1000,
+      );
+      expect(storedInstance(dir, 1)).toMatchObject({
+        sec: Math.floor(c.getTime() / 1000),
+        nanos: (c.getTime() % 1000) * 1_000_000,
+      });
+    } finally {
+      await proxy.close();
+      await raceNs.delete();
     }
   });
 });

@@ -84,6 +84,8 @@ export class ContainerLog {
   #bucket: TokenBucket | undefined;
   /** Last line read on the current connection, for numbering equal timestamps. */
   #last: LinePosition | undefined;
+  /** Lines the current connection skipped as already delivered. */
+  #skipped = 0;
   /** Lines at or before this position were already delivered: skipped. */
   #skipThrough: LinePosition | undefined;
   /** Last line processed (delivered, dropped or pending in the joiner). */
@@ -138,14 +140,37 @@ export class ContainerLog {
   /** Starts a new connection: positions are numbered afresh from what it returns. */
   beginConnection(): void {
     this.#last = undefined;
+    this.#skipped = 0;
     this.#skipThrough = this.#readThrough;
+  }
+
+  /** The last line the current (or last) connection saw, skipped ones included. */
+  lastSeen(): LinePosition | undefined {
+    return this.#last;
+  }
+
+  /** How many lines the current (or last) connection skipped as already delivered. */
+  skippedOnConnection(): number {
+    return this.#skipped;
+  }
+
+  /**
+   * Moves the read position back to `to`: the next connection delivers the lines after it.
+   * Only for lines known not to have been delivered, those of a connection that read the next
+   * instance's log under this one's identity (see restart.ts). The checkpoint never moves back.
+   */
+  rewind(to: LinePosition): void {
+    this.#readThrough = to;
   }
 
   /** One line of the connection (without its newline); `cut` if the reader dropped bytes. */
   accept(text: string, cut: boolean, nowMs: number): void {
     const line = parseLine(text, this.#options.limits.maxLineBytes, cut);
     const position = this.#number(line.time);
-    if (this.#skipThrough && comparePosition(position, this.#skipThrough) <= 0) return;
+    if (this.#skipThrough && comparePosition(position, this.#skipThrough) <= 0) {
+      this.#skipped++;
+      return;
+    }
     this.#readThrough = position;
     if (line.raw === '' && !line.truncated) {
       this.#extendBatchEnd(position);

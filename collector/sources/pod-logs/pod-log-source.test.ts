@@ -1,8 +1,14 @@
 // The source's reconnect paths against a fake API server: an idle stream is closed by the
 // watchdog and reopened from its position; a stream cut after it delivered lines resumes at once,
-// dropping the fragment of a line that the cut split. Neither loses nor repeats a line.
+// dropping the fragment of a line that the cut split. Neither loses nor repeats a line. A
+// container restart finishes the previous instance, and tells a stream that misread the new
+// instance under the previous one's identity.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { V1Pod } from '@kubernetes/client-node';
+import Database from 'better-sqlite3';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../../test/helpers/fake-clock.js';
@@ -88,11 +94,13 @@ const line = (nanos: number, text: string): string =>
   `${SECOND}.${String(nanos).padStart(9, '0')}Z ${text}\n`;
 
 const sources: PodLogSource[] = [];
+const dirs: string[] = [];
 afterEach(async () => {
   for (const s of sources.splice(0)) await s.close();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-async function started() {
+async function started(checkpointDir = '') {
   const clock = new FakeClock();
   const { kube, opens, watchers } = fakeKube();
   const delivered: string[] = [];
@@ -103,7 +111,7 @@ async function started() {
         tail_lines: 10,
         follow: true,
         exclude_namespaces: [],
-        checkpoint_dir: '',
+        checkpoint_dir: checkpointDir,
         rules: [
           {
             id: 'r',
@@ -242,12 +250,63 @@ describe('pod log source reconnects', () => {
 });
 
 /** The pod after its container restarted `restartCount` times. */
-function restarted(restartCount: number): V1Pod {
+function restarted(
+  restartCount: number,
+  times: { finishedAt?: Date; startedAt?: Date } = {},
+): V1Pod {
   const next = structuredClone(pod);
   const status = next.status?.containerStatuses?.[0];
   if (!status) throw new Error('no status');
   status.restartCount = restartCount;
+  if (times.startedAt) status.state = { running: { startedAt: times.startedAt } };
+  if (times.finishedAt) {
+    status.lastState = {
+      terminated: { exitCode: 0, startedAt: new Date(0), finishedAt: times.finishedAt },
+    };
+  }
   return next;
+}
+
+/** A checkpoint directory removed after the test. */
+function checkpointDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'kubexa-source-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** The stored checkpoint position of one instance of the test pod's container. */
+function storedPosition(dir: string, restartCount: number) {
+  const db = new Database(join(dir, 'pod-logs.db'), { readonly: true });
+  try {
+    return db
+      .prepare<[number], { sec: number; nanos: number; count: number }>(
+        'SELECT sec, nanos, count FROM checkpoints WHERE restart_count = ?',
+      )
+      .get(restartCount);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Instance 0's stream reads 1..3 and ends (its container stopped); the reconnect, opened before
+ * the watch reports the restart, is served the new instance's A, B, C. Returns once they went out
+ * under instance 0.
+ */
+async function misreadNewInstance(setup: Awaited<ReturnType<typeof started>>): Promise<void> {
+  const { opens, delivered } = setup;
+  opens[0]?.body.end(line(1, '1') + line(2, '2') + line(3, '3'));
+  await vi.waitFor(() => {
+    expect(opens).toHaveLength(2);
+  });
+  // The log API names no instance: the reconnect asks from the second of line 3, and the kubelet
+  // serves the running container, instance 1.
+  expect(opens[1]?.request.previous).toBeUndefined();
+  expect(opens[1]?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+  opens[1]?.body.write(line(10, 'A') + line(11, 'B') + line(12, 'C'));
+  await vi.waitFor(() => {
+    expect(delivered).toEqual(['1', '2', '3', 'A', 'B']);
+  });
 }
 
 describe('pod log source restarts', () => {
@@ -295,6 +354,8 @@ describe('pod log source restarts', () => {
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b', 'c', 'd', 'e', 'A', 'B', 'C']);
     });
+    // No misread (the previous read saw its position): one previous read, no skip in instance 1.
+    expect(opens.filter((o) => o.request.previous === true)).toHaveLength(1);
     // Read to its end: a later restart or reconnect of the stream does not read it again.
     current?.body.end();
     await vi.waitFor(() => {
@@ -316,5 +377,127 @@ describe('pod log source restarts', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(opens).toHaveLength(1);
     expect(opens[0]?.signal.aborted).toBe(false);
+  });
+});
+
+describe('pod log source, a stream that misread the new instance (issue #5)', () => {
+  it('skips in the new instance what went out under the previous one, and reads the previous one where the misread began', async () => {
+    const dir = checkpointDir();
+    const setup = await started(dir);
+    const { clock, opens, delivered, counted, watchers } = setup;
+    await misreadNewInstance(setup);
+    await vi.waitFor(() => {
+      expect(watchers).toHaveLength(1);
+    });
+    watchers[0]?.('MODIFIED', restarted(1));
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(3);
+    });
+    // The restart closed the misreading stream; C, held by the joiner, went out with it.
+    expect(opens[1]?.signal.aborted).toBe(true);
+    expect(delivered).toEqual(['1', '2', '3', 'A', 'B', 'C']);
+    // Instance 0 from its position, the second of C. Its log ends at 4, before C: what went out
+    // after 3 was instance 1's.
+    const previous = opens[2];
+    expect(previous?.request).toMatchObject({ follow: false, previous: true });
+    expect(previous?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+    previous?.body.end(line(1, '1') + line(2, '2') + line(3, '3') + line(4, '4'));
+    // Read again from where the misreading connection began (after 3): 4 went out nowhere.
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(4);
+    });
+    const again = opens[3];
+    expect(again?.request).toMatchObject({ follow: false, previous: true });
+    expect(again?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+    // Instance 1's skip is stored before that read: C's position.
+    expect(storedPosition(dir, 1)).toEqual({ sec: 1740823207, nanos: 12, count: 1 });
+    again?.body.end(line(1, '1') + line(2, '2') + line(3, '3') + line(4, '4'));
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(5);
+    });
+    // Instance 1 resumes after C, as it would from its checkpoint after a restart of the collector.
+    const current = opens[4];
+    expect(current?.request).toMatchObject({ follow: true });
+    expect(current?.request.previous).toBeUndefined();
+    expect(current?.request.tailLines).toBeUndefined();
+    expect(current?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+    current?.body.write(line(10, 'A') + line(11, 'B') + line(12, 'C') + line(13, 'D'));
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(3 + 3 + 4 + 4 + 4);
+    });
+    clock.advance(2_500);
+    // Delivery order: instance 0's stream (1..3), then the misread (A..C), then instance 0's
+    // end read again from 3 (4), then instance 1 after C (D). Each exactly once.
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['1', '2', '3', 'A', 'B', 'C', '4', 'D']);
+    });
+    expect(opens.filter((o) => o.request.previous === true)).toHaveLength(2);
+    expect(counted.errors).toEqual([]);
+  });
+
+  it('without a previous log (400), tells the misread by the pod status times', async () => {
+    const setup = await started();
+    const { clock, opens, delivered, counted, watchers } = setup;
+    await misreadNewInstance(setup);
+    await vi.waitFor(() => {
+      expect(watchers).toHaveLength(1);
+    });
+    // Instance 0 finished in the second before instance 1 started; C is in the start second.
+    watchers[0]?.(
+      'MODIFIED',
+      restarted(1, {
+        finishedAt: new Date('2025-03-01T10:00:06.500Z'),
+        startedAt: new Date(`${SECOND}.000Z`),
+      }),
+    );
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(3);
+    });
+    expect(opens[2]?.request.previous).toBe(true);
+    opens[2]?.body.destroy(
+      Object.assign(new Error('previous terminated container'), { code: 400 }),
+    );
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(4);
+    });
+    const current = opens[3];
+    expect(current?.request.previous).toBeUndefined();
+    expect(current?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
+    current?.body.write(line(10, 'A') + line(11, 'B') + line(12, 'C') + line(13, 'D'));
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(3 + 3 + 4);
+    });
+    clock.advance(2_500);
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['1', '2', '3', 'A', 'B', 'C', 'D']);
+    });
+  });
+
+  it('in the same second as the previous finish, keeps reading the new instance from its start', async () => {
+    const setup = await started();
+    const { opens, watchers } = setup;
+    await misreadNewInstance(setup);
+    await vi.waitFor(() => {
+      expect(watchers).toHaveLength(1);
+    });
+    // Finished and started in C's second: C may be either's, so nothing is skipped.
+    watchers[0]?.(
+      'MODIFIED',
+      restarted(1, {
+        finishedAt: new Date(`${SECOND}.000Z`),
+        startedAt: new Date(`${SECOND}.000Z`),
+      }),
+    );
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(3);
+    });
+    opens[2]?.body.destroy(
+      Object.assign(new Error('previous terminated container'), { code: 400 }),
+    );
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(4);
+    });
+    expect(opens[3]?.request.previous).toBeUndefined();
+    expect(opens[3]?.request.sinceTime).toBeUndefined();
   });
 });

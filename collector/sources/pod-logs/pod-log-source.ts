@@ -18,6 +18,7 @@ import {
   type SavedCheckpoint,
 } from './checkpoint-store.js';
 import {
+  comparePosition,
   ContainerLog,
   DEFAULT_INGEST_LIMITS,
   type CutBatch,
@@ -32,7 +33,14 @@ import { LineSplitter } from './line-splitter.js';
 import { encodeLogMessage } from './log-entry-encoder.js';
 import { lineTimeToSinceTime } from './line-time.js';
 import { errorCode, runPodReflector } from './pod-reflector.js';
-import { previousReadEnd, previousUnfinished } from './restart.js';
+import {
+  misreadByStatus,
+  misreadRecoveryFrom,
+  misreadThrough,
+  previousReadEnd,
+  previousUnfinished,
+  type RestartTimes,
+} from './restart.js';
 import { StreamScheduler, type SessionOutcome } from './stream-scheduler.js';
 import { WorkloadResolver, type Workload } from './workload.js';
 
@@ -139,6 +147,22 @@ function restartCountOf(pod: V1Pod, container: string): number {
   return pod.status?.containerStatuses?.find((s) => s.name === container)?.restartCount ?? 0;
 }
 
+/** A status time as whole seconds; the watch hands times over as strings, not Dates. */
+function secondOf(time: Date | string | undefined): number | undefined {
+  const ms = time === undefined ? NaN : new Date(time).getTime();
+  return Number.isFinite(ms) ? Math.floor(ms / 1000) : undefined;
+}
+
+/** When the previous instance finished and the current one started, by the pod status. */
+function restartTimesOf(pod: V1Pod, container: string): RestartTimes {
+  const status = pod.status?.containerStatuses?.find((s) => s.name === container);
+  const { running, terminated } = status?.state ?? {};
+  return {
+    previousFinishedSec: secondOf(status?.lastState?.terminated?.finishedAt),
+    startedSec: secondOf(running?.startedAt ?? terminated?.startedAt),
+  };
+}
+
 /** sinceTime (second precision) to resume, tailLines on first sight, nothing for a new instance. */
 function resumeOrTail(
   resumeAfter: LinePosition | undefined,
@@ -169,6 +193,12 @@ export function createPodLogSource(
   const readToEnd = new WeakSet<ContainerLog>();
   /** Read to their end, to be marked finished in the store once every batch is released. */
   const finishPending = new Set<ContainerLog>();
+  /** Where the last connection that delivered lines into each log started (its read position). */
+  const lastDeliveringFrom = new WeakMap<ContainerLog, { from: LinePosition | undefined }>();
+  /** Previous instances already checked for a misread of the next one (issue #5). */
+  const misreadChecked = new WeakSet<ContainerLog>();
+  /** New instances that skip a misread: their first connection reports what it skipped. */
+  const misreadSkips = new WeakSet<ContainerLog>();
   /** The open connection of each container's session, with the restart count it serves. */
   const connections = new Map<string, { restartCount: number; close(): void }>();
   const workloads = new Map<string, Workload>();
@@ -301,6 +331,12 @@ export function createPodLogSource(
       },
       signal,
     );
+    if (misreadSkips.delete(log)) {
+      logger.debug(
+        { key, restartCount, skipped: log.skippedOnConnection() },
+        'misread lines skipped',
+      );
+    }
     if (read.failed) {
       if (read.lines === 0) return sessionFailed(read.error, key, signal);
       // Cut after it delivered lines: resume at once from the position.
@@ -364,10 +400,75 @@ export function createPodLogSource(
     if (end === 'again') return 'again';
     if (end === 'failed') return sessionFailed(read.error, key, signal);
     if (read.failed) logger.debug({ key, code }, 'no previous instance to finish');
+    if (checkMisread(key, { pod, target }, log, read.failed)) return 'again';
     readToEnd.add(log);
     finishPending.add(log);
     requestFlush();
     return undefined;
+  }
+
+  /**
+   * After the previous instance's read, tells whether lines of the current instance went out
+   * under the previous identity (issue #5, see restart.ts). If so, the current instance skips
+   * them, and true when the previous instance must be read again from where the misread began:
+   * it has lines there that no connection delivered.
+   */
+  function checkMisread(
+    key: string,
+    { pod, target }: Desired,
+    log: ContainerLog,
+    noPrevious: boolean,
+  ): boolean {
+    // Once per instance: its second read, from where the misread began, is not checked again.
+    if (misreadChecked.has(log)) return false;
+    misreadChecked.add(log);
+    const readThrough = log.resumeAfter();
+    if (!readThrough) return false;
+    const lastSeen = log.lastSeen();
+    if (noPrevious) {
+      const verdict = misreadByStatus(readThrough, restartTimesOf(pod, target.container));
+      if (verdict === 'ambiguous') logger.debug({ key, readThrough }, 'misread undecided');
+      if (verdict !== 'misread') return false;
+    } else if (!misreadThrough({ readThrough, lastSeen })) return false;
+    skipInCurrent(pod, target.container, log.instance.restartCount + 1, readThrough);
+    const from = noPrevious
+      ? undefined
+      : misreadRecoveryFrom({
+          misreadFrom: lastDeliveringFrom.get(log)?.from,
+          readThrough,
+          lastSeen,
+        });
+    logger.debug(
+      { key, restartCount: log.instance.restartCount, skipThrough: readThrough, rereadFrom: from },
+      'previous instance misread the next one',
+    );
+    if (!from) return false;
+    log.rewind(from);
+    return true;
+  }
+
+  /** The instance `restartCount` skips lines through `through`, here and in its checkpoint. */
+  function skipInCurrent(
+    pod: V1Pod,
+    container: string,
+    restartCount: number,
+    through: LinePosition,
+  ): void {
+    const id = podIdentity(pod);
+    const instance: ContainerInstance = { podUid: id.uid, container, restartCount };
+    if (logs.has(instanceKey(instance))) return;
+    const saved = store.load(instance);
+    const position =
+      saved.position && comparePosition(saved.position, through) > 0 ? saved.position : through;
+    const { log } = containerLogFor(pod, container, restartCount, { ...saved, position });
+    misreadSkips.add(log);
+    // Stored, so a restart of the collector keeps the skip.
+    const meta = { namespace: id.namespace, podName: id.name };
+    try {
+      store.advance([{ instance, meta, position, released: [] }]);
+    } catch (err: unknown) {
+      logger.error({ err }, 'checkpoint write failed');
+    }
   }
 
   /** One log connection into `log`, closed early by the idle watchdog or a restart. */
@@ -376,6 +477,7 @@ export function createPodLogSource(
     request: LogRequest,
     signal: AbortSignal,
   ): Promise<ConnectionRead> {
+    const from = log.resumeAfter();
     log.beginConnection();
     // The connection ends with the session, or earlier when the idle watchdog closes it.
     const connection = new AbortController();
@@ -406,6 +508,7 @@ export function createPodLogSource(
     } finally {
       connections.delete(key);
       if (read.lines > 0) tailPending.delete(log);
+      if (log.resumeAfter() !== from) lastDeliveringFrom.set(log, { from });
       connection.abort();
       await watchdog;
       log.flushJoiner(clock.now(), false);

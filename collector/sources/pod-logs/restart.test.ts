@@ -7,7 +7,13 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openCheckpointStore, type SavedCheckpoint } from './checkpoint-store.js';
-import { previousReadEnd, previousUnfinished } from './restart.js';
+import {
+  misreadByStatus,
+  misreadRecoveryFrom,
+  misreadThrough,
+  previousReadEnd,
+  previousUnfinished,
+} from './restart.js';
 
 const empty: SavedCheckpoint = { position: undefined, intents: [] };
 const at = { sec: 10, nanos: 5, count: 1 };
@@ -65,6 +71,54 @@ describe('previousReadEnd', () => {
   it('backs off a request that failed before any line', () => {
     expect(previousReadEnd({ ...ended, error: new Error('boom'), code: 500 })).toBe('failed');
     expect(previousReadEnd({ ...ended, error: new Error('reset') })).toBe('failed');
+  });
+});
+
+describe('a misread of the next instance (issue #5)', () => {
+  const pos = (sec: number, nanos: number, count = 1) => ({ sec, nanos, count });
+
+  it('is none when the previous read saw its position, or there is no position', () => {
+    expect(misreadThrough({ readThrough: pos(10, 5), lastSeen: pos(10, 5) })).toBeUndefined();
+    expect(misreadThrough({ readThrough: pos(10, 5), lastSeen: pos(11, 0) })).toBeUndefined();
+    expect(misreadThrough({ readThrough: undefined, lastSeen: undefined })).toBeUndefined();
+  });
+
+  it('is through the position when the previous instance ended before it, or saw nothing', () => {
+    expect(misreadThrough({ readThrough: pos(10, 5, 2), lastSeen: pos(10, 5) })).toEqual(
+      pos(10, 5, 2),
+    );
+    expect(misreadThrough({ readThrough: pos(12, 0), lastSeen: undefined })).toEqual(pos(12, 0));
+  });
+
+  it('by the pod status: after the start second is misread, before it is not, in it only if the previous finished earlier', () => {
+    const times = { previousFinishedSec: 9, startedSec: 10 };
+    expect(misreadByStatus(pos(11, 0), times)).toBe('misread');
+    expect(misreadByStatus(pos(10, 0), times)).toBe('misread');
+    expect(misreadByStatus(pos(9, 0), times)).toBe('not misread');
+    expect(misreadByStatus(pos(10, 0), { ...times, previousFinishedSec: 10 })).toBe('ambiguous');
+    expect(misreadByStatus(pos(10, 0), { ...times, previousFinishedSec: undefined })).toBe(
+      'ambiguous',
+    );
+    expect(misreadByStatus(pos(11, 0), { ...times, startedSec: undefined })).toBe('ambiguous');
+  });
+
+  it('reads the previous instance again from where the misread began, if it has lines after it', () => {
+    const readThrough = pos(20, 3);
+    const misreadFrom = pos(10, 3);
+    expect(misreadRecoveryFrom({ misreadFrom, readThrough, lastSeen: pos(10, 4) })).toEqual(
+      misreadFrom,
+    );
+    expect(misreadRecoveryFrom({ misreadFrom, readThrough, lastSeen: pos(10, 3) })).toBeUndefined();
+    // Nothing seen from the second of readThrough: lines may lie between the two seconds.
+    expect(misreadRecoveryFrom({ misreadFrom, readThrough, lastSeen: undefined })).toEqual(
+      misreadFrom,
+    );
+    expect(
+      misreadRecoveryFrom({ misreadFrom: pos(20, 1), readThrough, lastSeen: undefined }),
+    ).toBeUndefined();
+    expect(
+      misreadRecoveryFrom({ misreadFrom: undefined, readThrough, lastSeen: pos(10, 4) }),
+    ).toBeUndefined();
   });
 });
 

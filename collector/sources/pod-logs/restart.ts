@@ -1,7 +1,14 @@
 // A container restart: the instance before the current one may have lines written after our
 // last read and before it stopped. It is read to its end once, with `previous=true`, under its
 // own identity, while the new instance is read from its beginning.
+//
+// A follow stream reopened between the restart and the watch reporting it reads the new
+// instance's log under the previous instance's identity (the log API names no instance; issue
+// #5). The previous instance's read then tells the misread, and the new instance skips what went
+// out under the previous identity.
 import type { SavedCheckpoint } from './checkpoint-store.js';
+import { comparePosition } from './container-log.js';
+import type { LinePosition } from './joiner.js';
 
 /** What the source knows of the instance before the current one. */
 export interface PreviousInstance {
@@ -45,4 +52,74 @@ export function previousReadEnd(read: PreviousRead): 'finished' | 'again' | 'fai
   if (read.error === undefined) return 'finished';
   if (read.code === 400 || read.code === 404) return 'finished';
   return read.lines > 0 ? 'again' : 'failed';
+}
+
+/** The end of a previous-instance read that the server ended, from the instance's position. */
+export interface PreviousReadSeen {
+  /** The instance's read position: what went out under its identity (checkpoint or in process). */
+  readonly readThrough: LinePosition | undefined;
+  /**
+   * The last line the read saw, skipped ones included: the instance's real end (undefined: it
+   * saw none at or after the second of `readThrough`).
+   */
+  readonly lastSeen: LinePosition | undefined;
+}
+
+/**
+ * The position through which the new instance's lines already went out under the previous
+ * instance's identity, if they did. The read asked from the second of `readThrough`, so it sees
+ * the line at `readThrough` if that line is the previous instance's. If it ends before it, the
+ * lines past its end were read from the new instance's log, from its beginning (the misread
+ * connection asked from a second before all of them), numbered as a fresh read numbers them.
+ */
+export function misreadThrough(seen: PreviousReadSeen): LinePosition | undefined {
+  const { readThrough, lastSeen } = seen;
+  if (!readThrough) return undefined;
+  if (lastSeen && comparePosition(readThrough, lastSeen) <= 0) return undefined;
+  return readThrough;
+}
+
+/** The pod status's times of a restart, as whole seconds (undefined: not reported). */
+export interface RestartTimes {
+  /** The previous instance's `lastState.terminated.finishedAt`. */
+  readonly previousFinishedSec: number | undefined;
+  /** The new instance's `state.running.startedAt` (or `state.terminated.startedAt`). */
+  readonly startedSec: number | undefined;
+}
+
+/**
+ * Without a previous log to read (400: the kubelet knows no previous instance), the pod status
+ * tells a misread: a position after the new instance's start second is the new instance's, one
+ * before it is the previous one's. The start second itself is the new instance's only if the
+ * previous one finished in an earlier second; otherwise (or without a start time) it is
+ * ambiguous, and nothing is skipped.
+ */
+export function misreadByStatus(
+  readThrough: LinePosition,
+  times: RestartTimes,
+): 'misread' | 'not misread' | 'ambiguous' {
+  const { previousFinishedSec: finished, startedSec: started } = times;
+  if (started === undefined) return 'ambiguous';
+  if (readThrough.sec < started) return 'not misread';
+  if (readThrough.sec > started) return 'misread';
+  return finished !== undefined && finished < started ? 'misread' : 'ambiguous';
+}
+
+/**
+ * Where to read the previous instance again after a misread: from the start of the connection
+ * that misread (the last one that delivered lines), if the previous instance has lines after it
+ * that no connection delivered. Undefined when there are none, or the start is unknown (the
+ * misread was the instance's first connection, or it happened before a restart of the collector).
+ */
+export function misreadRecoveryFrom(read: {
+  /** Where the last connection that delivered lines under the instance started. */
+  readonly misreadFrom: LinePosition | undefined;
+  readonly readThrough: LinePosition;
+  readonly lastSeen: LinePosition | undefined;
+}): LinePosition | undefined {
+  const { misreadFrom, readThrough, lastSeen } = read;
+  if (!misreadFrom) return undefined;
+  if (lastSeen) return comparePosition(misreadFrom, lastSeen) < 0 ? misreadFrom : undefined;
+  // Nothing seen from the second of readThrough on: the instance ended in an earlier second.
+  return misreadFrom.sec < readThrough.sec ? misreadFrom : undefined;
 }
