@@ -14,7 +14,9 @@ const CASES: readonly BenchCase[] = [bufferBench, streamBench, podLogsBench, pod
 // The pod-logs-e2e case starts a test cluster and collector processes: about a minute of this.
 const RUN_LIMIT_MS = 180_000;
 
-const fmt = (n: number): string => Math.round(n).toLocaleString('en-US').padStart(11);
+/** Whole numbers, but a small figure (µs, a few %) keeps one decimal. */
+const fmt = (n: number): string =>
+  (Math.abs(n) < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US')).padStart(11);
 
 function print(result: BenchResult): boolean {
   const ratio = result.itemsPerSecond / result.baselineItemsPerSecond;
@@ -40,7 +42,11 @@ async function main(): Promise<void> {
   let current: string | undefined;
   const watchdog = setTimeout(() => {
     process.stderr.write(`bench exceeded ${RUN_LIMIT_MS} ms\n`);
-    if (current !== undefined) rmSync(current, { recursive: true, force: true });
+    // Registered last, so it runs after the case's own exit handler (which stops what the case
+    // started, from files in this directory).
+    process.once('exit', () => {
+      if (current !== undefined) rmSync(current, { recursive: true, force: true });
+    });
     process.exit(2);
   }, RUN_LIMIT_MS);
   watchdog.unref();

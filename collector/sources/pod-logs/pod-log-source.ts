@@ -66,6 +66,8 @@ export interface PodLogSourceOptions {
   readonly checkpointGraceMs?: number;
   readonly maxBatchEntries?: number;
   readonly maxBatchBytes?: number;
+  /** SQLite `synchronous` of the checkpoint file (default `normal`, as the buffer's spill file). */
+  readonly checkpointSynchronous?: 'normal' | 'full';
 }
 
 /** Typed self-metric handles; main.ts binds them to prom-client. */
@@ -117,6 +119,8 @@ const DROPPED_LABELS = [
   'batch.kubernetes.io/job-name',
 ];
 const SWEEP_INTERVAL_MS = 60_000;
+/** How long a full batch waits for others before the flush that enqueues it. */
+const READY_FLUSH_DELAY_MS = 20;
 
 interface Desired {
   pod: V1Pod;
@@ -593,12 +597,16 @@ export function createPodLogSource(
     if (scope === 'all') flushAllQueued = true;
     if (flushQueued) return;
     flushQueued = true;
-    setImmediate(() => {
+    const run = (): void => {
       const mode = flushAllQueued ? 'all' : 'ready';
       flushQueued = false;
       flushAllQueued = false;
       flush(mode);
-    });
+    };
+    // Full batches wait a moment for others, so that a busy source commits its intents (and
+    // its checkpoints) a few batches at a time rather than once per batch.
+    if (scope === 'all') setImmediate(run);
+    else setTimeout(run, READY_FLUSH_DELAY_MS);
   }
 
   /**
@@ -649,13 +657,14 @@ export function createPodLogSource(
     );
   }
 
+  /**
+   * Marks batches released. Their checkpoints move at the next flush (within the flush
+   * interval), one SQLite commit for every release since the last one instead of a commit per
+   * gateway ack: until then the intents still name those batches, so a crash in between replays
+   * them under the same ids, which the gateway drops.
+   */
   function onRelease(ids: readonly string[]): void {
-    const touched = new Set<ContainerLog>();
-    for (const id of ids) {
-      const log = byMessageId.get(id);
-      if (log?.markReleased(id)) touched.add(log);
-    }
-    settle(touched);
+    for (const id of ids) byMessageId.get(id)?.markReleased(id);
   }
 
   function settle(touched: Iterable<ContainerLog>): void {
@@ -729,8 +738,10 @@ export function createPodLogSource(
       else signal.addEventListener('abort', stop, { once: true });
       if (options.logs.checkpoint_dir !== '') {
         mkdirSync(options.logs.checkpoint_dir, { recursive: true, mode: 0o750 });
-        store = openCheckpointStore(join(options.logs.checkpoint_dir, 'pod-logs.db'), () =>
-          clock.now(),
+        store = openCheckpointStore(
+          join(options.logs.checkpoint_dir, 'pod-logs.db'),
+          () => clock.now(),
+          options.checkpointSynchronous,
         );
       }
       unsubscribe = deps.releases?.onRelease(onRelease);
