@@ -60,19 +60,16 @@ export interface CheckpointStore {
 const SCHEMA_VERSION = 2;
 
 /**
- * Opens (creating) the checkpoint database. WAL with `synchronous=NORMAL` by default, as the
- * buffer's spill file: a commit survives any crash of the process (the exactly-once claim);
- * on power loss or a kernel crash the newest commits of both files can roll back, and `full`
- * (an fsync per commit, about twice the log path's SQLite cost) closes that gap for this file.
+ * Opens (creating) the checkpoint database: WAL with `synchronous=NORMAL`, as the buffer's spill
+ * file. A commit survives any crash of the process, which is what exactly-once rests on. On
+ * power loss or a kernel crash the newest commits of either file can roll back, each on its
+ * own; FULL here alone would not help (a checkpoint could then outlive the spill rows it
+ * counted on), so both files share the one setting (docs/pod-logs.md, Durability).
  */
-export function openCheckpointStore(
-  path: string,
-  nowMs: () => number,
-  synchronous: 'normal' | 'full' = 'normal',
-): CheckpointStore {
+export function openCheckpointStore(path: string, nowMs: () => number): CheckpointStore {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
-  db.pragma(`synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
+  db.pragma('synchronous = NORMAL');
   const version = db.pragma('user_version', { simple: true }) as number;
   // Version 1 lacks `finished`; it is added below.
   if (version !== 0 && version !== 1 && version !== SCHEMA_VERSION) {

@@ -194,7 +194,12 @@ export class ContainerLog {
 
   /** Returns and clears every ready batch; with `cutPartial`, the current one is cut first. */
   takeBatches(cutPartial = true): CutBatch[] {
-    if (cutPartial && this.#batchEnd) this.#cut(undefined);
+    if (cutPartial && this.#batchEnd) {
+      this.#cut(undefined);
+      // A batch cut short by the clock, not by its size: this container writes slowly, so its
+      // writer goes back to the GC rather than idle beside thousands of others.
+      this.#writer = undefined;
+    }
     return this.#ready.splice(0);
   }
 

@@ -2,28 +2,32 @@
 // bracketed and bare upper-case words, klog's one-letter prefix).
 import { LogLevel } from '../../../proto/index.js';
 
-const LEVEL_WORDS: Readonly<Record<string, LogLevel>> = {
-  trace: LogLevel.LOG_LEVEL_DEBUG,
-  debug: LogLevel.LOG_LEVEL_DEBUG,
-  dbg: LogLevel.LOG_LEVEL_DEBUG,
-  info: LogLevel.LOG_LEVEL_INFO,
-  information: LogLevel.LOG_LEVEL_INFO,
-  notice: LogLevel.LOG_LEVEL_INFO,
-  warn: LogLevel.LOG_LEVEL_WARN,
-  warning: LogLevel.LOG_LEVEL_WARN,
-  error: LogLevel.LOG_LEVEL_ERROR,
-  err: LogLevel.LOG_LEVEL_ERROR,
-  fatal: LogLevel.LOG_LEVEL_ERROR,
-  panic: LogLevel.LOG_LEVEL_ERROR,
-  critical: LogLevel.LOG_LEVEL_ERROR,
-  crit: LogLevel.LOG_LEVEL_ERROR,
-  alert: LogLevel.LOG_LEVEL_ERROR,
-  emerg: LogLevel.LOG_LEVEL_ERROR,
-};
+// A Map, not an object literal: a log line saying `level=constructor` must not find
+// Object.prototype's members.
+const LEVEL_WORDS: ReadonlyMap<string, LogLevel> = new Map(
+  Object.entries({
+    trace: LogLevel.LOG_LEVEL_DEBUG,
+    debug: LogLevel.LOG_LEVEL_DEBUG,
+    dbg: LogLevel.LOG_LEVEL_DEBUG,
+    info: LogLevel.LOG_LEVEL_INFO,
+    information: LogLevel.LOG_LEVEL_INFO,
+    notice: LogLevel.LOG_LEVEL_INFO,
+    warn: LogLevel.LOG_LEVEL_WARN,
+    warning: LogLevel.LOG_LEVEL_WARN,
+    error: LogLevel.LOG_LEVEL_ERROR,
+    err: LogLevel.LOG_LEVEL_ERROR,
+    fatal: LogLevel.LOG_LEVEL_ERROR,
+    panic: LogLevel.LOG_LEVEL_ERROR,
+    critical: LogLevel.LOG_LEVEL_ERROR,
+    crit: LogLevel.LOG_LEVEL_ERROR,
+    alert: LogLevel.LOG_LEVEL_ERROR,
+    emerg: LogLevel.LOG_LEVEL_ERROR,
+  }),
+);
 
 /** A level word or a syslog/pino number as found in a JSON field. */
 export function levelFromValue(value: unknown): LogLevel {
-  if (typeof value === 'string') return LEVEL_WORDS[value.toLowerCase()] ?? 0;
+  if (typeof value === 'string') return LEVEL_WORDS.get(value.toLowerCase()) ?? 0;
   if (typeof value === 'number') {
     // pino/bunyan: 10 trace, 20 debug, 30 info, 40 warn, 50 error, 60 fatal.
     if (value >= 50) return LogLevel.LOG_LEVEL_ERROR;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LogLevel } from '../../../proto/index.js';
 import { Joiner, type LogRecord, type PositionedLine } from './joiner.js';
-import { levelFromText } from './level.js';
+import { levelFromText, levelFromValue } from './level.js';
 import { LineSplitter, type SplitLine } from './line-splitter.js';
 import { lineTimeToNs, parseLineTime } from './line-time.js';
 import { parseLine } from './parse-line.js';
@@ -101,9 +101,21 @@ describe('levelFromText', () => {
     ['an error happened in lowercase', NONE],
     ['plain line', NONE],
     [`${'x'.repeat(100)} ERROR late`, NONE],
+    // Object.prototype's member names are no level words.
+    ['level=constructor msg=x', NONE],
+    ['lvl=__proto__ x', NONE],
+    ['level=toString x', NONE],
   ])('%s', (text, level) => {
     expect(levelFromText(text)).toBe(level);
   });
+
+  it.each(['constructor', '__proto__', 'hasOwnProperty', 'valueOf'])(
+    'a JSON level of %s is no level',
+    (word) => {
+      expect(levelFromValue(word)).toBe(NONE);
+      expect(parseLine(`{"level":"${word}","msg":"m"}`, 0).level).toBe(NONE);
+    },
+  );
 });
 
 describe('truncateUtf8', () => {

@@ -165,6 +165,32 @@ describe('LogEntryEncoder', () => {
   });
 });
 
+describe('LogEntryEncoder, values outside the enum', () => {
+  it('writes a level outside LogLevel as UNSPECIFIED, never a wrong length', () => {
+    const base: EntryBase = {
+      podName: 'p',
+      namespace: 'n',
+      container: 'c',
+      labels: {},
+      workload: '',
+      workloadKind: '',
+      nodeName: '',
+    };
+    const entry = (level: number): EntryFields => ({
+      time: { sec: 1, nanos: 2 },
+      message: 'm',
+      level: level as LogLevel,
+      raw: 'm',
+      truncated: false,
+    });
+    const envelope = { messageId: 'id', clusterId: 'c', agentId: 'a', timestampMs: 1 };
+    const expected = generated(envelope, base, [entry(0), entry(0)]).toString('hex');
+    for (const bad of [-1, 5, 99, 1.5, Number.NaN]) {
+      expect(handEncoded(envelope, base, [entry(bad), entry(bad)]).toString('hex')).toBe(expected);
+    }
+  });
+});
+
 describe('proto writer', () => {
   it('splits unix nanoseconds into exact 32-bit halves across the range', () => {
     const next = random(7);

@@ -10,7 +10,7 @@
 // golden fixture. Field numbers are proto/agent/v1/{agent,log}.proto and
 // proto/common/v1/common.proto; a change there must change this file (buf breaking keeps them
 // stable).
-import type { LogEntry, LogLevel } from '../../../proto/index.js';
+import { LogLevel, type LogEntry } from '../../../proto/index.js';
 import type { LineTime } from './line-time.js';
 import { ProtoWriter, splitNanos, varint32Size, varint64Size } from './proto-writer.js';
 
@@ -49,6 +49,10 @@ const MESSAGE_LOGS = 0x22;
 const META_CLUSTER_ID = 0x12;
 const META_AGENT_ID = 0x1a;
 const META_TIMESTAMP = 0x28;
+
+/** The level as written: a LogLevel value (0-4), anything else UNSPECIFIED. */
+const wireLevel = (level: LogLevel): LogLevel =>
+  Number.isInteger(level) && level >= 0 && level <= 4 ? level : LogLevel.LOG_LEVEL_UNSPECIFIED;
 
 /** A string field's bytes (tag, length, UTF-8), or nothing for "" as proto3 skips it. */
 function stringFieldSize(value: string): number {
@@ -114,13 +118,18 @@ export class LogEntryEncoder {
 
   /** Appends one element of LogBatch.entries: its tag, its length, the LogEntry. */
   append(out: ProtoWriter, entry: EntryFields): void {
-    const { message, raw, level, truncated } = entry;
+    const { message, raw, truncated } = entry;
+    // Only the enum's values reach the wire: anything else (a bug upstream) would size and
+    // write differently and corrupt the batch, so it becomes UNSPECIFIED.
+    const level = wireLevel(entry.level);
     const timeSize = this.#splitTime(entry.time);
     const messageBytes = message === '' ? 0 : Buffer.byteLength(message, 'utf8');
     // A plain-text line's message is its raw text (the same string): its bytes are copied.
     const sameText = raw === message;
     const rawBytes = sameText ? messageBytes : raw === '' ? 0 : Buffer.byteLength(raw, 'utf8');
-    const length = this.#entryLength(entry, timeSize, messageBytes, rawBytes);
+    const smallFields =
+      timeSize + (level === 0 ? 0 : 1 + varint32Size(level)) + (truncated ? 2 : 0);
+    const length = this.#entryLength(smallFields, messageBytes, rawBytes);
     out.reserve(1 + varint32Size(length) + length);
     out.byte(LOG_BATCH_ENTRIES);
     out.varint32(length);
@@ -154,22 +163,15 @@ export class LogEntryEncoder {
     }
   }
 
-  /** The LogEntry's encoded size, from the sizes of its variable fields. */
-  #entryLength(
-    { level, truncated }: EntryFields,
-    timeSize: number,
-    messageBytes: number,
-    rawBytes: number,
-  ): number {
+  /** The LogEntry's encoded size: the constants, the small fields, message and raw. */
+  #entryLength(smallFields: number, messageBytes: number, rawBytes: number): number {
     return (
       this.#head.length +
-      timeSize +
+      smallFields +
       (messageBytes === 0 ? 0 : 1 + varint32Size(messageBytes) + messageBytes) +
-      (level === 0 ? 0 : 1 + varint32Size(level)) +
       this.#labels.length +
       (rawBytes === 0 ? 0 : 1 + varint32Size(rawBytes) + rawBytes) +
-      this.#tail.length +
-      (truncated ? 2 : 0)
+      this.#tail.length
     );
   }
 
@@ -214,7 +216,9 @@ export function encodeLogMessage(envelope: LogMessageEnvelope, entries: Uint8Arr
     stringFieldSize(messageId) +
     (1 + varint32Size(metaSize) + metaSize) +
     (1 + varint32Size(entries.length) + entries.length);
-  const out = new ProtoWriter(size);
+  // Unpooled: the message may sit in the buffer's memory tier for long, and a pooled slice
+  // would keep a whole shared slab alive beyond what the tier accounts for.
+  const out = new ProtoWriter(size, { pooled: false });
   writeStringField(out, MESSAGE_ID, messageId);
   out.byte(MESSAGE_META);
   out.varint32(metaSize);

@@ -6,7 +6,8 @@
 // each chunk then crossed two PassThrough streams and an async iterator step. Here a chunk goes
 // from the socket's 'data' event straight to the caller. `Log` also builds a new https.Agent,
 // and with it a new TLS context (CA, client key), for every request; the agent here is reused
-// while the kubeconfig's TLS material stays the same. Authentication still comes from the
+// while the kubeconfig's TLS material stays the same. It keeps no idle connection alive: a
+// kept socket can race the server's idle close, and the TLS context is the costly part. Authentication still comes from the
 // KubeConfig on every request (token files, exec plugins, impersonation).
 import http from 'node:http';
 import https from 'node:https';
@@ -48,6 +49,28 @@ function sameAgentMaterial(a: AgentMaterial, b: AgentMaterial): boolean {
     a.rejectUnauthorized === b.rejectUnauthorized &&
     a.servername === b.servername
   );
+}
+
+/** client-node's agent from applyToHTTPSOptions (an http(s) or proxy agent), if it made one. */
+function clientNodeAgent(options: https.RequestOptions): http.Agent | undefined {
+  return options.agent instanceof http.Agent ? options.agent : undefined;
+}
+
+/** Resolves true when `work` is done, false if `signal` aborts first (work is then ignored). */
+async function untilAborted(work: Promise<unknown>, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return false;
+  let onAbort = (): void => undefined;
+  const aborted = new Promise<false>((resolve) => {
+    onAbort = () => {
+      resolve(false);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work.then(() => !signal.aborted), aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
 }
 
 const isList = (value: unknown): value is readonly unknown[] => Array.isArray(value);
@@ -99,14 +122,16 @@ export class PodLogHttp {
     const cluster = this.#kc.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
     const options: https.RequestOptions = {};
-    await this.#kc.applyToHTTPSOptions(options);
-    if (signal.aborted) return;
+    // An exec plugin or a token refresh can hang: the caller's abort (the idle watchdog, a
+    // restart, shutdown) must still end the read.
+    if (!(await untilAborted(this.#kc.applyToHTTPSOptions(options), signal))) return;
     const url = logUrl(cluster.server, request);
-    const agent = this.#agentFor(
-      options,
-      cluster.proxyUrl !== undefined && cluster.proxyUrl !== '',
-    );
-    const send = url.protocol === 'http:' ? http.request : https.request;
+    const plain = url.protocol === 'http:';
+    const proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== '';
+    // Through a proxy or in plain HTTP, client-node's own agent (it speaks the proxy's protocol,
+    // or plain HTTP); otherwise one TLS agent kept across requests.
+    const agent = proxied || plain ? clientNodeAgent(options) : this.#tlsAgentFor(options);
+    const send = plain ? http.request : https.request;
     await new Promise<void>((resolve, reject) => {
       const outgoing = send(
         url,
@@ -119,7 +144,10 @@ export class PodLogHttp {
         },
         (response) => {
           if (response.statusCode !== 200) {
-            refusal(response).then(reject, reject);
+            refusal(response).then((err) => {
+              if (signal.aborted) resolve();
+              else reject(err);
+            }, reject);
             return;
           }
           response.on('data', (chunk: Buffer) => {
@@ -147,10 +175,8 @@ export class PodLogHttp {
     });
   }
 
-  /** The agent for these options: the cached one while the TLS material is unchanged. */
-  #agentFor(options: https.RequestOptions, proxied: boolean): http.Agent | undefined {
-    // Through a proxy, client-node's own agent (it speaks the proxy's protocol).
-    if (proxied) return options.agent instanceof http.Agent ? options.agent : undefined;
+  /** The TLS agent for these options: the cached one while the TLS material is unchanged. */
+  #tlsAgentFor(options: https.RequestOptions): http.Agent {
     const material: AgentMaterial = {
       ca: options.ca,
       cert: options.cert,
@@ -160,15 +186,15 @@ export class PodLogHttp {
     };
     const cached = this.#agent;
     if (cached && sameAgentMaterial(cached.material, material)) return cached.agent;
-    cached?.agent.destroy();
-    const agent = new https.Agent({ keepAlive: true, ...definedOnly(material) });
+    // New material (a rotated client certificate, a new CA): new connections use it, and the
+    // streams open on the old agent run on until they end.
+    const agent = new https.Agent(definedOnly(material));
     this.#agent = { material, agent };
     return agent;
   }
 
-  /** Closes idle kept-alive sockets. */
+  /** Forgets the TLS agent; streams still open on it run on until they end. */
   close(): void {
-    this.#agent?.agent.destroy();
     this.#agent = undefined;
   }
 }

@@ -66,8 +66,6 @@ export interface PodLogSourceOptions {
   readonly checkpointGraceMs?: number;
   readonly maxBatchEntries?: number;
   readonly maxBatchBytes?: number;
-  /** SQLite `synchronous` of the checkpoint file (default `normal`, as the buffer's spill file). */
-  readonly checkpointSynchronous?: 'normal' | 'full';
 }
 
 /** Typed self-metric handles; main.ts binds them to prom-client. */
@@ -214,8 +212,10 @@ export function createPodLogSource(
   let forbidden = false;
   let flushTimer: NodeJS.Timeout | undefined;
   let sweepTimer: NodeJS.Timeout | undefined;
-  let flushQueued = false;
   let flushAllQueued = false;
+  let readyFlushTimer: NodeJS.Timeout | undefined;
+  /** Set by close() before its final flush: nothing flushes after it. */
+  let closing = false;
   /** Lines and bytes read since the last flush: counted there, not once per chunk. */
   let pendingLines = 0;
   let pendingBytes = 0;
@@ -594,19 +594,26 @@ export function createPodLogSource(
    * also cuts every partial batch (a connection ended: its lines go out now, not at the timer).
    */
   function requestFlush(scope: 'ready' | 'all' = 'all'): void {
-    if (scope === 'all') flushAllQueued = true;
-    if (flushQueued) return;
-    flushQueued = true;
-    const run = (): void => {
-      const mode = flushAllQueued ? 'all' : 'ready';
-      flushQueued = false;
-      flushAllQueued = false;
-      flush(mode);
-    };
+    if (closing) return;
+    if (scope === 'all') {
+      if (flushAllQueued) return;
+      flushAllQueued = true;
+      // Sooner than a pending `ready` flush: that one is dropped, this one takes its batches.
+      clearTimeout(readyFlushTimer);
+      readyFlushTimer = undefined;
+      setImmediate(() => {
+        flushAllQueued = false;
+        if (!closing) flush('all');
+      });
+      return;
+    }
+    if (flushAllQueued || readyFlushTimer !== undefined) return;
     // Full batches wait a moment for others, so that a busy source commits its intents (and
     // its checkpoints) a few batches at a time rather than once per batch.
-    if (scope === 'all') setImmediate(run);
-    else setTimeout(run, READY_FLUSH_DELAY_MS);
+    readyFlushTimer = setTimeout(() => {
+      readyFlushTimer = undefined;
+      if (!closing) flush('ready');
+    }, READY_FLUSH_DELAY_MS);
   }
 
   /**
@@ -738,10 +745,8 @@ export function createPodLogSource(
       else signal.addEventListener('abort', stop, { once: true });
       if (options.logs.checkpoint_dir !== '') {
         mkdirSync(options.logs.checkpoint_dir, { recursive: true, mode: 0o750 });
-        store = openCheckpointStore(
-          join(options.logs.checkpoint_dir, 'pod-logs.db'),
-          () => clock.now(),
-          options.checkpointSynchronous,
+        store = openCheckpointStore(join(options.logs.checkpoint_dir, 'pod-logs.db'), () =>
+          clock.now(),
         );
       }
       unsubscribe = deps.releases?.onRelease(onRelease);
@@ -803,6 +808,8 @@ export function createPodLogSource(
         // Let aborted sessions finish their last lines, then hand everything to the sink.
         await new Promise((resolve) => setImmediate(resolve));
         for (const log of logs.values()) log.flushJoiner(clock.now(), false);
+        closing = true;
+        clearTimeout(readyFlushTimer);
         flush('all');
         unsubscribe?.();
         store.close();

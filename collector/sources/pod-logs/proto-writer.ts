@@ -65,8 +65,10 @@ export class ProtoWriter {
   #buffer: Buffer;
   #length = 0;
 
-  constructor(initialCapacity = 16 * 1024) {
-    this.#buffer = Buffer.allocUnsafe(initialCapacity);
+  /** `pooled: false` allocates outside Node's shared pool (for a buffer that lives long). */
+  constructor(initialCapacity = 16 * 1024, { pooled = true }: { pooled?: boolean } = {}) {
+    const capacity = Math.max(1, initialCapacity);
+    this.#buffer = pooled ? Buffer.allocUnsafe(capacity) : Buffer.allocUnsafeSlow(capacity);
   }
 
   get length(): number {
@@ -81,7 +83,7 @@ export class ProtoWriter {
   reserve(bytes: number): void {
     const needed = this.#length + bytes;
     if (needed <= this.#buffer.length) return;
-    let capacity = this.#buffer.length * 2;
+    let capacity = Math.max(64, this.#buffer.length * 2);
     while (capacity < needed) capacity *= 2;
     const grown = Buffer.allocUnsafe(capacity);
     this.#buffer.copy(grown, 0, 0, this.#length);

@@ -1,0 +1,172 @@
+// PodLogHttp against a real HTTP server on loopback (a kubeconfig may point at a plain-HTTP API
+// server): the request it sends, how the body arrives, and every way a read ends. TLS and the
+// real API server are covered by test/integration/pod-log-http.test.ts.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PodLogHttp, PodLogRequestError } from './pod-log-http.js';
+
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const server of servers.splice(0)) {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+async function serve(handler: Handler): Promise<string> {
+  const server = createServer(handler);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
+}
+
+function kubeConfig(server: string, kc = new KubeConfig()): KubeConfig {
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'test-token-123' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kc;
+}
+
+const request = {
+  namespace: 'shop',
+  pod: 'web-0',
+  container: 'app',
+  follow: true,
+  tailLines: 10,
+  sinceTime: new Date('2026-01-02T03:04:05Z'),
+  previous: true,
+};
+
+/** Settles to the error a read rejected with, or undefined when it resolved. */
+const outcome = (read: Promise<void>): Promise<unknown> =>
+  read.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+
+describe('PodLogHttp over plain HTTP', () => {
+  it('sends the log request with its parameters and credentials, and hands over every chunk', async () => {
+    let seen: IncomingMessage | undefined;
+    const server = await serve((req, res) => {
+      seen = req;
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('2026-01-02T03:04:05.000000001Z a\n');
+      setTimeout(() => {
+        res.end('2026-01-02T03:04:05.000000002Z b\n');
+      }, 20);
+    });
+    const chunks: string[] = [];
+    await new PodLogHttp(kubeConfig(server)).read(request, new AbortController().signal, (c) =>
+      chunks.push(c.toString()),
+    );
+    expect(chunks.join('')).toBe(
+      '2026-01-02T03:04:05.000000001Z a\n2026-01-02T03:04:05.000000002Z b\n',
+    );
+    expect(chunks.length).toBeGreaterThanOrEqual(2);
+    const url = new URL(seen?.url ?? '', server);
+    expect(url.pathname).toBe('/api/v1/namespaces/shop/pods/web-0/log');
+    expect(Object.fromEntries(url.searchParams)).toEqual({
+      container: 'app',
+      timestamps: 'true',
+      follow: 'true',
+      previous: 'true',
+      tailLines: '10',
+      sinceTime: '2026-01-02T03:04:05.000Z',
+    });
+    expect(seen?.headers.authorization).toBe('Bearer test-token-123');
+    expect(seen?.headers['user-agent']).toMatch(/^kubexa-agent\/\S+ \(collector; pod-logs\)$/);
+  });
+
+  it('refuses with the status and the API server message, the Status code winning', async () => {
+    const server = await serve((req, res) => {
+      const forbidden = req.url?.includes('web-0') === true;
+      res.writeHead(forbidden ? 403 : 500, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify(
+          forbidden
+            ? { kind: 'Status', code: 403, message: 'pods "web-0" is forbidden' }
+            : { kind: 'Status', code: 400, message: 'container "app" is waiting to start' },
+        ),
+      );
+    });
+    const reader = new PodLogHttp(kubeConfig(server));
+    const forbidden = await outcome(reader.read(request, new AbortController().signal, () => 0));
+    expect(forbidden).toBeInstanceOf(PodLogRequestError);
+    expect((forbidden as PodLogRequestError).statusCode).toBe(403);
+    expect((forbidden as Error).message).toBe(
+      'pods/log answered HTTP 403: pods "web-0" is forbidden',
+    );
+    const waiting = await outcome(
+      reader.read({ ...request, pod: 'web-1' }, new AbortController().signal, () => 0),
+    );
+    expect((waiting as PodLogRequestError).statusCode).toBe(400);
+    expect((waiting as Error).message).toContain('is waiting to start');
+    expect(String(forbidden)).not.toContain('test-token-123');
+  });
+
+  it('rejects a body cut before its last chunk, and resolves one the server ended', async () => {
+    const server = await serve((req, res) => {
+      res.writeHead(200);
+      res.write('partial line\n');
+      if (req.url?.includes('cut') === true) setTimeout(() => req.socket.destroy(), 20);
+      else setTimeout(() => res.end(), 20);
+    });
+    const reader = new PodLogHttp(kubeConfig(server));
+    const cut = await outcome(
+      reader.read({ ...request, pod: 'cut' }, new AbortController().signal, () => 0),
+    );
+    expect((cut as Error).message).toBe('log stream cut before its end');
+    await expect(
+      reader.read({ ...request, pod: 'whole' }, new AbortController().signal, () => 0),
+    ).resolves.toBeUndefined();
+  });
+
+  it('ends quietly on abort: during the body, and during a hanging authentication step', async () => {
+    const server = await serve((_req, res) => {
+      res.writeHead(200);
+      res.write('first\n');
+    });
+    const during = new AbortController();
+    const read = new PodLogHttp(kubeConfig(server)).read(request, during.signal, () => {
+      during.abort();
+    });
+    await expect(read).resolves.toBeUndefined();
+
+    // An exec plugin or token refresh that never answers.
+    class HangingAuth extends KubeConfig {
+      override applyToHTTPSOptions(): Promise<void> {
+        return new Promise(() => undefined);
+      }
+    }
+    const beforeRequest = new AbortController();
+    const waiting = new PodLogHttp(kubeConfig(server, new HangingAuth())).read(
+      request,
+      beforeRequest.signal,
+      () => 0,
+    );
+    setTimeout(() => {
+      beforeRequest.abort();
+    }, 20);
+    await expect(waiting).resolves.toBeUndefined();
+  });
+
+  it('ends the connection, not the process, when the consumer throws', async () => {
+    const server = await serve((_req, res) => {
+      res.writeHead(200);
+      res.write('line\n');
+    });
+    const failure = await outcome(
+      new PodLogHttp(kubeConfig(server)).read(request, new AbortController().signal, () => {
+        throw new Error('consumer failed');
+      }),
+    );
+    expect((failure as Error).message).toBe('consumer failed');
+  });
+});
