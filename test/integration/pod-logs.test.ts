@@ -354,22 +354,31 @@ function storedInstance(dir: string, restartCount: number) {
   }
 }
 
+/**
+ * A restarting container's runtime files: instance 0 (`app-0.log`, lines r-1..r-3), an empty
+ * `previous.log`, and `current.log`, a symlink to instance 0. kwok resolves the symlink when a
+ * request opens it, so a follow stream of instance 0 stays on its own file when a test points
+ * the symlink at the next instance.
+ */
+async function runtimeFiles(prefix: string) {
+  const dir = await mkdtemp(join(scratch, prefix));
+  const current = join(dir, 'current.log');
+  const previous = join(dir, 'previous.log');
+  const base = Date.now() - 5_000;
+  const at = (ms: number): Date => new Date(base + ms);
+  await writeFile(
+    join(dir, 'app-0.log'),
+    [1, 2, 3].map((i) => criLine(at(i), `r-${String(i)}`)).join(''),
+  );
+  await writeFile(previous, '');
+  await symlink('app-0.log', current);
+  return { dir, current, previous, at };
+}
+
 describe('pod log source, container restart', () => {
   it('finishes the previous instance with previous=true and starts the new one from its beginning', async () => {
     const restartNs = await createTestNamespace(kc, 'podlogs-restart');
-    const dir = await mkdtemp(join(scratch, 'r-'));
-    // The runtime's files: instance 0, then instance 1. kwok reads `current.log`, a symlink it
-    // resolves when a request opens it, so a follow stream of instance 0 stays on its own file.
-    const current = join(dir, 'current.log');
-    const previous = join(dir, 'previous.log');
-    const base = Date.now() - 5_000;
-    const at = (ms: number): Date => new Date(base + ms);
-    await writeFile(
-      join(dir, 'app-0.log'),
-      [1, 2, 3].map((i) => criLine(at(i), `r-${String(i)}`)).join(''),
-    );
-    await writeFile(previous, '');
-    await symlink('app-0.log', current);
+    const { dir, current, previous, at } = await runtimeFiles('r-');
     const seen = new Map<string, string[]>();
     const requests: LogRequest[] = [];
     try {
@@ -514,17 +523,7 @@ describe('pod log source, container restart', () => {
   });
   it('a stream reopened before the watch reports the restart misreads the new instance: every line still arrives once', async () => {
     const raceNs = await createTestNamespace(kc, 'podlogs-race');
-    const dir = await mkdtemp(join(scratch, 'm-'));
-    const current = join(dir, 'current.log');
-    const previous = join(dir, 'previous.log');
-    const base = Date.now() - 5_000;
-    const at = (ms: number): Date => new Date(base + ms);
-    await writeFile(
-      join(dir, 'app-0.log'),
-      [1, 2, 3].map((i) => criLine(at(i), `r-${String(i)}`)).join(''),
-    );
-    await writeFile(previous, '');
-    await symlink('app-0.log', current);
+    const { dir, current, previous, at } = await runtimeFiles('m-');
     const proxy = await startTcpProxy(kc);
     const seen = new Map<string, string[]>();
     const requests: LogRequest[] = [];
