@@ -375,6 +375,29 @@ async function runtimeFiles(prefix: string) {
   return { dir, current, previous, at };
 }
 
+/** Pod `<app>-1` (label app=<app>) whose container log kwok serves from the runtime files. */
+async function startRestartingPod(
+  namespace: string,
+  app: string,
+  files: { current: string; previous: string },
+): Promise<void> {
+  await serveLogsFromFile(kc, {
+    namespace,
+    logsFile: files.current,
+    previousLogsFile: files.previous,
+  });
+  await core.createNamespacedPod({
+    namespace,
+    body: {
+      metadata: { name: `${app}-1`, labels: { app } },
+      spec: {
+        containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
+        tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+      },
+    },
+  });
+}
+
 describe('pod log source, container restart', () => {
   it('finishes the previous instance with previous=true and starts the new one from its beginning', async () => {
     const restartNs = await createTestNamespace(kc, 'podlogs-restart');
@@ -382,21 +405,7 @@ describe('pod log source, container restart', () => {
     const seen = new Map<string, string[]>();
     const requests: LogRequest[] = [];
     try {
-      await serveLogsFromFile(kc, {
-        namespace: restartNs.name,
-        logsFile: current,
-        previousLogsFile: previous,
-      });
-      await core.createNamespacedPod({
-        namespace: restartNs.name,
-        body: {
-          metadata: { name: 'restart-1', labels: { app: 'restart' } },
-          spec: {
-            containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
-            tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
-          },
-        },
-      });
+      await startRestartingPod(restartNs.name, 'restart', { current, previous });
       await eventually(
         'pod running',
         async () => {
@@ -532,21 +541,7 @@ describe('pod log source, container restart', () => {
     const b = new Date(a.getTime() + 1);
     const c = new Date(a.getTime() + 2);
     try {
-      await serveLogsFromFile(kc, {
-        namespace: raceNs.name,
-        logsFile: current,
-        previousLogsFile: previous,
-      });
-      await core.createNamespacedPod({
-        namespace: raceNs.name,
-        body: {
-          metadata: { name: 'race-1', labels: { app: 'race' } },
-          spec: {
-            containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
-            tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
-          },
-        },
-      });
+      await startRestartingPod(raceNs.name, 'race', { current, previous });
       await waitForRunningPods(kc, raceNs.name, 1);
       const rule: LogRuleConfig = {
         id: 'race',
