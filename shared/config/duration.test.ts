@@ -1,10 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  formatDuration,
-  isDuration,
-  NON_NEGATIVE_DURATION_PATTERN,
-  parseDuration,
-} from './duration.js';
+import { formatDuration, isDuration, parseDuration } from './duration.js';
 
 describe('parseDuration', () => {
   it.each([
@@ -53,14 +48,5 @@ describe('formatDuration', () => {
     for (const ms of [0, 1, 999, 1_000, 59_999, 60_000, 61_001, 3_599_999, 86_400_000]) {
       expect(parseDuration(formatDuration(ms))).toBe(ms);
     }
-  });
-});
-
-describe('NON_NEGATIVE_DURATION_PATTERN', () => {
-  const pattern = new RegExp(NON_NEGATIVE_DURATION_PATTERN);
-  it('accepts what the agent accepts and refuses negative and unitless values', () => {
-    for (const ok of ['0', '10s', '1m30s', '500ms', '+1h', '1.5s'])
-      expect(pattern.test(ok)).toBe(true);
-    for (const bad of ['30', '-1s', '-0', '1d', '']) expect(pattern.test(bad)).toBe(false);
   });
 });

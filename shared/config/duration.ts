@@ -17,13 +17,6 @@ const UNIT_MS: Readonly<Record<string, number>> = {
 const DURATION_RE = /^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$/;
 const COMPONENT_RE = /([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)/g;
 
-/**
- * A JSON Schema / RE2 pattern for a duration the agent accepts: Go's syntax without a minus sign,
- * since no duration in the config may be negative.
- */
-export const NON_NEGATIVE_DURATION_PATTERN =
-  '^[+]?(0|(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$';
-
 /** Whether `text` is a duration in Go's syntax (possibly negative). */
 export function isDuration(text: string): boolean {
   return DURATION_RE.test(text);

@@ -1,16 +1,15 @@
 // Field constructors for schema.ts. Each one owns the wording of its refusal, so a message names
 // the fix for that kind of field ("write 30s"), and the loader only prefixes the key.
 import { z } from 'zod';
-import { isDuration, parseDuration } from './duration.js';
-import { markField } from './schema-markers.js';
-
-/**
- * `*` only as the last character, and none of the glob characters minimatch would read
- * differently, so a pattern means the same to the config check, the chart and the policy code.
- */
-export const NAME_PATTERN_RE = /^[^*?[\]{}!]*\*?$/;
-export const NAME_PATTERN_MESSAGE =
-  'is not a supported pattern: write a name, or a prefix ending in "*" such as "web-*" ("*" alone matches every name; "*" elsewhere and ? [ ] { } ! are not patterns here)';
+import { isDuration, formatDuration, parseDuration } from './duration.js';
+import { CANONICAL_DURATION_RULES, durationPattern } from './duration-pattern.js';
+import { exactName, nameGlob, namePattern, type NameFormat, type NameRule } from './kube-names.js';
+import { markDuration } from './schema-markers.js';
+import {
+  GATEWAY_ADDRESS_PATTERN,
+  gatewayAddressProblem,
+  LISTEN_ADDRESS_PATTERN,
+} from './address.js';
 
 function typeName(input: unknown): string {
   if (input === undefined) return 'nothing';
@@ -42,25 +41,38 @@ export interface DurationOptions {
   readonly max?: string;
 }
 
-/** A Go duration string in the file; milliseconds in Config. `positive` refuses "0". */
+/**
+ * A Go duration string in the file; milliseconds in Config. Accepted exactly when it matches the
+ * key's canonical pattern (duration-pattern.ts), the same one values.schema.json carries, so the
+ * chart and the agent agree; the value checks below only choose the message.
+ */
 export function durationField(options: DurationOptions = {}) {
   const maxText = options.max ?? MAX_DURATION;
   const maxMs = parseDuration(maxText);
+  const positive = options.positive === true;
+  const pattern = durationPattern({ positive, max: maxText });
+  const accepted = new RegExp(pattern);
   const schema = z
     .string({ error: (issue) => durationTypeMessage(issue.input) })
-    .refine(isDuration, {
-      error: (issue) =>
-        `"${String(issue.input)}" is not a duration: write it like 30s, 1m30s, 500ms or "0" (the unit is required)`,
+    .superRefine((text, ctx) => {
+      if (accepted.test(text)) return;
+      ctx.addIssue({ code: 'custom', message: durationRefusal(text, positive, maxText, maxMs) });
     })
-    .transform(parseDuration)
-    .refine((ms) => ms >= 0, { error: 'must not be negative' })
-    .refine((ms) => options.positive !== true || ms !== 0, {
-      error: 'must be longer than 0, e.g. 1s',
-    })
-    .refine((ms) => ms <= maxMs, {
-      error: `must be at most ${maxText}: write a shorter duration such as 30s or ${maxText}`,
-    });
-  return markField(schema, 'duration');
+    .transform(parseDuration);
+  return markDuration(schema, { pattern, positive, max: maxText });
+}
+
+function durationRefusal(text: string, positive: boolean, maxText: string, maxMs: number): string {
+  if (!isDuration(text)) {
+    return `"${text}" is not a duration: write it like 30s, 1m30s, 500ms or "0" (the unit is required)`;
+  }
+  const ms = parseDuration(text);
+  if (ms < 0) return 'must not be negative';
+  if (ms > maxMs) {
+    return `must be at most ${maxText}: write a shorter duration such as 30s or ${maxText}`;
+  }
+  if (positive && ms === 0) return 'must be longer than 0, e.g. 1s';
+  return `"${text}" is not written canonically: write ${formatDuration(ms)} (${CANONICAL_DURATION_RULES})`;
 }
 
 /** A duration with a default, written as the file would write it. */
@@ -89,16 +101,38 @@ export function textList() {
   return z.array(z.string()).default([]);
 }
 
-/** One name pattern (see NAME_PATTERN_RE); the refusal quotes it, since names are not secret. */
-export function patternText() {
-  return z.string().regex(NAME_PATTERN_RE, {
-    error: (issue) => `"${String(issue.input)}" ${NAME_PATTERN_MESSAGE}`,
-  });
+function nameField(format: NameFormat) {
+  const refuse = (issue: { input: unknown }) => `"${String(issue.input)}" ${format.message}`;
+  const text = z.string();
+  const bounded = Number.isFinite(format.maxLength)
+    ? text.max(format.maxLength, { error: refuse })
+    : text;
+  return bounded.regex(new RegExp(format.pattern), { error: refuse });
+}
+
+/** One Kubernetes name, or empty (empty means "every"); refused when it can never match. */
+export function nameText(rule: NameRule) {
+  return nameField(exactName(rule)).default('');
+}
+
+/** DNS-1123 labels (namespaces), empty by default; the loader trims them. */
+export function nameList(rule: NameRule & { readonly kind: 'label' }) {
+  return z.array(nameField(exactName(rule, true))).default([]);
+}
+
+/** One name pattern: a name, a prefix ending in "*", "*", or empty (see kube-names.ts). */
+export function patternText(rule: NameRule) {
+  return nameField(namePattern(rule));
 }
 
 /** A list of name patterns, empty by default. */
-export function patternList() {
-  return z.array(patternText()).default([]);
+export function patternList(rule: NameRule) {
+  return z.array(patternText(rule)).default([]);
+}
+
+/** minimatch globs over names (collect.logs), empty by default. */
+export function globList(rule: NameRule) {
+  return z.array(nameField(nameGlob(rule))).default([]);
 }
 
 /** A whole number with a default and optional bounds (bounds apply whatever the section's state). */
@@ -109,16 +143,63 @@ export function integer(defaultValue: number, bounds: { min?: number; max?: numb
   return schema.default(defaultValue);
 }
 
+/** The largest byte size any key accepts: 1 PiB, far above any buffer and below 2^53. */
+export const MAX_BYTES = 2 ** 50;
+
 /** A byte count: an integer, never a Kubernetes quantity such as 512Mi. */
 export function byteSize(defaultValue: number, min: number) {
+  const range = `a whole number of bytes from ${min} to ${MAX_BYTES} (1 PiB), e.g. 536870912 for 512 MiB`;
   return z
     .int({
-      error: (issue) =>
-        typeof issue.input === 'string'
-          ? 'write a byte count as a whole number, e.g. 536870912 for 512 MiB (quantities such as 512Mi are not read)'
-          : `expected a whole number of bytes, got ${typeName(issue.input)}`,
+      error: (issue) => {
+        const input = issue.input;
+        if (typeof input === 'string') {
+          return `write ${range} (quantities such as 512Mi are not read)`;
+        }
+        if (typeof input === 'number') {
+          return Number.isInteger(input)
+            ? `${input} is out of range: write ${range}`
+            : `${input} is not a whole number: write ${range}`;
+        }
+        return `expected ${range}, got ${typeName(input)}`;
+      },
     })
     .min(min)
+    .max(MAX_BYTES)
+    .default(defaultValue);
+}
+
+/** The pattern values.schema.json carries for gateway.address (empty: gateway.host and port). */
+const GATEWAY_ADDRESS_OR_EMPTY = `^(?:${GATEWAY_ADDRESS_PATTERN.slice(1, -1)})?$`;
+
+/** The gateway's host:port; empty only where `optional` (the executor never dials it). */
+export function gatewayAddress(optional: boolean, blankMessage: string) {
+  return z
+    .string()
+    .regex(new RegExp(GATEWAY_ADDRESS_OR_EMPTY), {
+      error: (issue) => gatewayAddressProblem(String(issue.input)),
+    })
+    .refine((address) => optional || address !== '', { error: blankMessage })
+    .describe(
+      'host:port of the Kubexa gateway, e.g. gateway.kubexa.dev:443: no scheme (gateway.tls decides TLS), no path, a port from 1 to 65535',
+    )
+    .prefault('');
+}
+
+/** A listen address (":9090", "127.0.0.1:9090", "[::1]:9090"); empty only where `optional`. */
+export function listenAddress(defaultValue: string, optional: boolean) {
+  const pattern = optional
+    ? `^(?:${LISTEN_ADDRESS_PATTERN.slice(1, -1)})?$`
+    : LISTEN_ADDRESS_PATTERN;
+  return z
+    .string()
+    .regex(new RegExp(pattern), {
+      error: (issue) =>
+        `"${String(issue.input)}" is not a listen address: write :port or host:port with a port from 1 to 65535, e.g. ":9090" or "127.0.0.1:9090"${optional ? ' (empty: no listener)' : ''}`,
+    })
+    .describe(
+      `:port or host:port to listen on, with a port from 1 to 65535, e.g. ":9090"${optional ? '; empty: no listener' : ''}`,
+    )
     .default(defaultValue);
 }
 

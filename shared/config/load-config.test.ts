@@ -307,7 +307,7 @@ describe('loadConfig: types', () => {
       problems('gateway:\n  tls: "true"\nbuffer:\n  max_disk_bytes: 512Mi\n  batch_size: ten\n'),
     ).toEqual([
       'gateway.tls: expected true or false, got a string (write it without quotes)',
-      'buffer.max_disk_bytes: write a byte count as a whole number, e.g. 536870912 for 512 MiB (quantities such as 512Mi are not read)',
+      'buffer.max_disk_bytes: write a whole number of bytes from 0 to 1125899906842624 (1 PiB), e.g. 536870912 for 512 MiB (quantities such as 512Mi are not read)',
       'buffer.batch_size: expected a whole number, got a string',
     ]);
   });

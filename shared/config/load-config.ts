@@ -130,7 +130,14 @@ export function loadConfig(options: LoadConfigOptions): LoadedConfig {
         envName === undefined ? issue.message : `${issue.message} (value from ${envName})`;
       return { path: redact(path), message: redact(message) };
     });
-    throw new ConfigError(issues, warnings);
+    // Two checks of one field may word the same refusal (a length and a pattern): say it once.
+    const unique = issues.filter(
+      (issue, index) =>
+        issues.findIndex(
+          (other) => other.path === issue.path && other.message === issue.message,
+        ) === index,
+    );
+    throw new ConfigError(unique, warnings);
   }
   let config = result.data;
   if (config.agent.agent_id === '' && options.createAgentId !== undefined) {

@@ -20,3 +20,25 @@ export function markField<T extends z.core.$ZodType>(schema: T, mark: FieldMark)
 export function fieldMarkOf(schema: z.core.$ZodType): FieldMark | undefined {
   return marks.get(schema);
 }
+
+/** What a duration field accepts: the values schema copies it, the agreement test reads it. */
+export interface DurationSpec {
+  /** The anchored pattern of every accepted spelling (duration-pattern.ts). */
+  readonly pattern: string;
+  readonly positive: boolean;
+  /** The longest accepted duration, as the file writes it. */
+  readonly max: string;
+}
+
+const durationSpecs = new WeakMap<z.core.$ZodType, DurationSpec>();
+
+/** Returns `schema` marked as a duration with `spec`. */
+export function markDuration<T extends z.core.$ZodType>(schema: T, spec: DurationSpec): T {
+  durationSpecs.set(schema, spec);
+  return markField(schema, 'duration');
+}
+
+/** The spec recorded for exactly this schema instance, if it is a duration field. */
+export function durationSpecOf(schema: z.core.$ZodType): DurationSpec | undefined {
+  return durationSpecs.get(schema);
+}

@@ -3,7 +3,12 @@
 // the shape of the data (optional, default, prefault, nullable, readonly, a pipe's input side)
 // are looked through, so consumers see the shape of the YAML that is written.
 import { z } from 'zod';
-import { fieldMarkOf, type FieldMark } from './schema-markers.js';
+import {
+  durationSpecOf,
+  fieldMarkOf,
+  type DurationSpec,
+  type FieldMark,
+} from './schema-markers.js';
 
 export type AnySchema = z.core.$ZodType;
 
@@ -11,7 +16,7 @@ export type SchemaNode =
   | { readonly kind: 'object'; readonly shape: Readonly<Record<string, AnySchema>> }
   | { readonly kind: 'array'; readonly element: AnySchema }
   | { readonly kind: 'record'; readonly value: AnySchema }
-  | { readonly kind: 'duration' }
+  | { readonly kind: 'duration'; readonly spec: DurationSpec }
   /** A free-form string; YAML numbers and booleans at its position are read as their text. */
   | { readonly kind: 'string'; readonly schema: AnySchema; readonly mark: FieldMark | undefined }
   /** Any other scalar (boolean, integer, enum). */
@@ -40,7 +45,11 @@ export function describeSchema(schema: AnySchema): SchemaNode {
     current = inner;
     mark ??= fieldMarkOf(current);
   }
-  if (mark === 'duration') return { kind: 'duration' };
+  if (mark === 'duration') {
+    const spec = durationSpecOf(current);
+    if (spec === undefined) throw new Error('a duration field must be built by durationField()');
+    return { kind: 'duration', spec };
+  }
   if (current instanceof z.core.$ZodObject)
     return { kind: 'object', shape: current._zod.def.shape };
   if (current instanceof z.core.$ZodArray)

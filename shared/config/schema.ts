@@ -4,18 +4,25 @@
 // derive from this file. Durations are Go duration strings in the file and milliseconds in
 // Config; byte sizes are integers.
 import { z } from 'zod';
+import { listenPort } from './address.js';
 import {
   byteSize,
   duration,
   durationField,
   flag,
+  gatewayAddress,
+  globList,
   integer,
   labelMap,
+  listenAddress,
+  nameList,
+  nameText,
   patternList,
   patternText,
   text,
   textList,
 } from './fields.js';
+import type { NameRule } from './kube-names.js';
 import { normalizeConfig } from './normalize.js';
 import {
   checkExecPod,
@@ -30,6 +37,12 @@ import {
 import { markField } from './schema-markers.js';
 
 const MIB = 1024 * 1024;
+
+const NAMESPACE = { noun: 'namespace', kind: 'label' } as const satisfies NameRule;
+const POD: NameRule = { noun: 'pod name', kind: 'subdomain' };
+const NODE: NameRule = { noun: 'node name', kind: 'subdomain' };
+const CONTAINER: NameRule = { noun: 'container name', kind: 'label' };
+const OBJECT: NameRule = { noun: 'object name', kind: 'subdomain' };
 
 /**
  * Runs a cross-field check as soon as the keys it reads are valid, even when other keys are not,
@@ -91,10 +104,10 @@ function agentSection({ requireGatewayCredentials }: SchemaOptions) {
 function gatewaySection({ requireGatewayCredentials }: SchemaOptions) {
   return z
     .object({
-      address: notBlankUnless(
+      address: gatewayAddress(
         !requireGatewayCredentials,
         'must not be empty: write host:port of the Kubexa gateway, e.g. gateway.kubexa.dev:443 (or set KUBEXA_GATEWAY_ADDRESS)',
-      ).prefault(''),
+      ),
       tls: flag(true),
       /** Development only; warned at startup. */
       insecure_skip_verify: flag(false),
@@ -122,12 +135,14 @@ function gatewaySection({ requireGatewayCredentials }: SchemaOptions) {
 
 const LogRule = z.object({
   id: text(),
-  namespace: text(),
-  pod_names: textList(),
+  namespace: nameText(NAMESPACE),
+  /** minimatch globs. */
+  pod_names: globList(POD),
   label_selector: text(),
   field_selector: text(),
   labels: labelMap(),
-  containers: textList(),
+  /** minimatch globs. */
+  containers: globList(CONTAINER),
   /** Unset: collect.logs.follow. */
   follow: z.boolean().optional(),
   /** Unset: collect.logs.tail_lines. */
@@ -141,7 +156,7 @@ const LogsSection = z
     follow: flag(true),
     /** Empty: no checkpoints (every restart starts from tail_lines). */
     checkpoint_dir: text(),
-    exclude_namespaces: textList(),
+    exclude_namespaces: nameList(NAMESPACE),
     /** Empty while enabled: one rule matching every namespace. */
     rules: z.array(LogRule).default([]),
   })
@@ -162,7 +177,7 @@ const LogsSection = z
 
 const StateRule = z.object({
   id: text(),
-  namespace: text(),
+  namespace: nameText(NAMESPACE),
   resources: textList(),
   label_selector: text(),
   field_selector: text(),
@@ -182,10 +197,10 @@ const StateSection = z.object({
 
 const MetricsRule = z.object({
   id: text(),
-  namespace: text(),
+  namespace: nameText(NAMESPACE),
   resources: textList(),
-  pod_names: textList(),
-  node_names: textList(),
+  pod_names: globList(POD),
+  node_names: globList(NODE),
   label_selector: text(),
   field_selector: text(),
   labels: labelMap(),
@@ -233,7 +248,7 @@ const EventsSection = z.object({
   kubernetes_events: flag(true),
   /** Pod transitions the agent derives: OOMKilled, CrashLoopBackOff, Evicted, ImagePullBackOff. */
   pod_lifecycle: flag(true),
-  exclude_namespaces: textList(),
+  exclude_namespaces: nameList(NAMESPACE),
 });
 
 const CollectSection = z.object({
@@ -253,7 +268,7 @@ const QUERY_RESOURCE_RE = /^(\s*\*\s*|[^*]*)$/;
 const QueryRule = z.object({
   id: text(),
   /** Empty: every namespace. */
-  namespace: patternText().default(''),
+  namespace: patternText(NAMESPACE).default(''),
   resources: z
     .array(
       z
@@ -267,7 +282,7 @@ const QueryRule = z.object({
     .min(1, 'list at least one resource, e.g. [pods] ("*" for every resource)')
     .prefault([]),
   /** Empty: every name. */
-  names: patternList(),
+  names: patternList(OBJECT),
   /** Empty: list and get. */
   verbs: z
     .array(
@@ -300,7 +315,7 @@ export const NODE_JOB_VERBS = ['cordon', 'uncordon', 'drain'] as const;
 const MutateRule = z.object({
   id: text(),
   /** Required: "*" for every namespace. */
-  namespace: patternText()
+  namespace: patternText(NAMESPACE)
     .refine((value) => value.trim() !== '', { error: NAMESPACE_REQUIRED_MESSAGE })
     .prefault(''),
   resources: z
@@ -316,7 +331,7 @@ const MutateRule = z.object({
     .min(1, 'list at least one resource, e.g. [deployments]')
     .prefault([]),
   /** Empty: every name. */
-  names: patternList(),
+  names: patternList(OBJECT),
   verbs: z
     .array(z.enum(MUTATE_VERBS))
     .min(1, 'list the operations to allow, e.g. [scale, patch] (an empty list grants nothing)')
@@ -327,7 +342,7 @@ const MutateNodeSection = z
   .object({
     enabled: flag(false),
     /** Node name patterns; an empty list matches no node. */
-    nodes: patternList(),
+    nodes: patternList(NODE),
     /** Which jobs may run; empty grants nothing and is refused while enabled. */
     verbs: z.array(z.enum(NODE_JOB_VERBS)).default([]),
     /** Upper bound of a drain's timeout. */
@@ -361,12 +376,12 @@ const MutateSection = z
 
 const ExecPodRule = z.object({
   id: text(),
-  /** Required: "*" for every namespace. */
-  namespace: text(),
+  /** Required while a console is enabled: "*" for every namespace. */
+  namespace: patternText(NAMESPACE).default(''),
   /** Empty: every pod in the namespace. */
-  names: textList(),
+  names: patternList(POD),
   /** Empty: every container of the pod. */
-  containers: textList(),
+  containers: patternList(CONTAINER),
 });
 
 /** Bounds are checked at the root: they are errors only while a console is enabled. */
@@ -388,7 +403,7 @@ const ExecNodeSection = z
     /** No default on purpose: any image with sleep and nsenter. Required while enabled. */
     image: text(),
     /** Empty: the agent's own namespace. */
-    namespace: text(),
+    namespace: nameText(NAMESPACE),
     /** How long the helper Pod may take to become ready, image pull included. */
     helper_ready_timeout_sec: integer(120, { min: 1, max: 3600 }),
     max_session_sec: integer(3600, { min: 10, max: 86_400 }),
@@ -432,12 +447,36 @@ const BufferSection = z.object({
   flush_interval: duration('1s', { positive: true, max: '1h' }),
 });
 
-const ObservabilitySection = z.object({
-  metrics_addr: text(':9090'),
-  health_addr: text(':8080'),
-  /** Empty: no pprof listener. */
-  pprof_addr: text(),
-});
+/** Listeners that would bind the same port: the second one fails at start (EADDRINUSE). */
+const ObservabilitySection = z
+  .object({
+    metrics_addr: listenAddress(':9090', false),
+    health_addr: listenAddress(':8080', false),
+    /** Empty: no pprof listener. */
+    pprof_addr: listenAddress('', true),
+  })
+  .superRefine(
+    (observability, ctx) => {
+      const add = adder(ctx);
+      const metricsPort = listenPort(observability.metrics_addr);
+      const healthPort = listenPort(observability.health_addr);
+      if (healthPort === metricsPort) {
+        add(
+          ['health_addr'],
+          `uses port ${healthPort}, as observability.metrics_addr does: give each listener its own port, e.g. ":8080" and ":9090"`,
+        );
+      }
+      if (observability.pprof_addr === '') return;
+      const pprofPort = listenPort(observability.pprof_addr);
+      if (pprofPort === metricsPort || pprofPort === healthPort) {
+        add(
+          ['pprof_addr'],
+          `uses port ${pprofPort}, as observability.${pprofPort === metricsPort ? 'metrics_addr' : 'health_addr'} does: give pprof its own port, e.g. "127.0.0.1:6060"`,
+        );
+      }
+    },
+    whenValid(['metrics_addr'], ['health_addr'], ['pprof_addr']),
+  );
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 
@@ -509,7 +548,17 @@ function configObjectSchema(options: SchemaOptions) {
             add(path, message + why);
           });
         },
-        whenValid(['exec', 'pod'], ['exec', 'node', 'enabled']),
+        // Entries whose names are malformed are still checked for a missing namespace, so one
+        // pass reports both (checkExecPod reads only fields that are strings).
+        whenValid(
+          ['exec', 'pod', 'enabled'],
+          ['exec', 'pod', 'max_session_sec'],
+          ['exec', 'pod', 'max_sessions'],
+          ['exec', 'pod', 'resume_window_sec'],
+          ['exec', 'pod', 'default_shell'],
+          ['exec', 'pod', 'rules', '#'],
+          ['exec', 'node', 'enabled'],
+        ),
       )
   );
 }

@@ -143,8 +143,13 @@ describe('valuesSchemaForConfig', () => {
     expect(refusals({ buffer: { maxMemory: 1 } })).toEqual(['/buffer additionalProperties']);
   });
 
-  it('refuses a number at a duration position, except 0 outside rule lists', () => {
-    expect(refusals({ gateway: { dialTimeout: 30 } })).toEqual(['/gateway/dialTimeout maximum']);
+  it('refuses a number at a duration position, except 0 outside rule lists where 0 is valid', () => {
+    // dial_timeout must be longer than 0, so its position takes strings only.
+    expect(refusals({ gateway: { dialTimeout: 30 } })).toEqual(['/gateway/dialTimeout type']);
+    expect(refusals({ gateway: { dialTimeout: 0 } })).toEqual(['/gateway/dialTimeout type']);
+    expect(refusals({ collect: { state: { resyncPeriod: 30 } } })).toEqual([
+      '/collect/state/resyncPeriod maximum',
+    ]);
     expect(refusals({ gateway: { dialTimeout: '30' } })).toEqual(['/gateway/dialTimeout pattern']);
     expect(refusals({ gateway: { dialTimeout: '30s' } })).toEqual([]);
     expect(refusals({ collect: { state: { resyncPeriod: 0 } } })).toEqual([]);

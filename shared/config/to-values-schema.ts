@@ -17,7 +17,8 @@
 //   - Chart-only keys (image, rbac, secret, gateway.host, ...) are supplied by the chart and are
 //     not part of the config; valuesToConfig ignores them.
 import { z } from 'zod';
-import { NON_NEGATIVE_DURATION_PATTERN } from './duration.js';
+import { CANONICAL_DURATION_RULES } from './duration-pattern.js';
+import type { DurationSpec } from './schema-markers.js';
 import { ConfigSchema } from './schema.js';
 import { describeSchema, isPlainObject, type AnySchema } from './schema-walk.js';
 
@@ -50,7 +51,10 @@ function nullable(json: JsonSchema): JsonSchema {
   return out;
 }
 
-/** zod's own JSON Schema for a scalar, without the noise of the safe-integer bounds. */
+/**
+ * zod's own JSON Schema for a scalar. The safe-integer bounds zod gives every integer stay: the
+ * agent refuses 1e20 where JSON Schema's "integer" alone would take it.
+ */
 function scalarJson(schema: AnySchema): JsonSchema {
   const json: JsonSchema = z.toJSONSchema(schema, {
     target: 'draft-07',
@@ -58,9 +62,18 @@ function scalarJson(schema: AnySchema): JsonSchema {
     unrepresentable: 'any',
   });
   delete json['$schema'];
-  if (json['minimum'] === Number.MIN_SAFE_INTEGER) delete json['minimum'];
-  if (json['maximum'] === Number.MAX_SAFE_INTEGER) delete json['maximum'];
   return json;
+}
+
+/** What helm users read in the schema: the range, the form, and that a bare number is refused. */
+function durationDescription(spec: DurationSpec, inRuleList: boolean): string {
+  const range = spec.positive ? `longer than 0 and at most ${spec.max}` : `at most ${spec.max}`;
+  const zero = spec.positive
+    ? ''
+    : inRuleList
+      ? ' Zero is written "0" (quoted).'
+      : ' Zero may be written 0 (the chart quotes it).';
+  return `A duration string such as 30s, 1m30s or 500ms, ${range}: write 30s, not the number 30.${zero} Written as Go writes durations: ${CANONICAL_DURATION_RULES}.`;
 }
 
 function objectJson(shape: Readonly<Record<string, AnySchema>>, inRuleList: boolean): JsonSchema {
@@ -76,16 +89,14 @@ function objectJson(shape: Readonly<Record<string, AnySchema>>, inRuleList: bool
   };
 }
 
-function durationJson(inRuleList: boolean): JsonSchema {
-  return inRuleList
-    ? { type: ['string', 'null'], pattern: NON_NEGATIVE_DURATION_PATTERN }
-    : // Integer 0 passes the bounds (the chart quotes it); any other number fails "maximum".
-      {
-        type: ['string', 'integer'],
-        pattern: NON_NEGATIVE_DURATION_PATTERN,
-        minimum: 0,
-        maximum: 0,
-      };
+function durationJson(spec: DurationSpec, inRuleList: boolean): JsonSchema {
+  const description = durationDescription(spec, inRuleList);
+  if (inRuleList) return { type: ['string', 'null'], pattern: spec.pattern, description };
+  // A key that refuses zero takes strings only. Elsewhere integer 0 passes the bounds (the chart
+  // quotes it, helm --set turns "0" into a number); any other number fails "maximum".
+  return spec.positive
+    ? { type: 'string', pattern: spec.pattern, description }
+    : { type: ['string', 'integer'], pattern: spec.pattern, minimum: 0, maximum: 0, description };
 }
 
 /** The schema of one position; inside a rule list a blank (null) is accepted everywhere. */
@@ -96,7 +107,7 @@ function toJson(schema: AnySchema, inRuleList: boolean): JsonSchema {
     case 'object':
       return objectJson(node.shape, inRuleList);
     case 'duration':
-      return durationJson(inRuleList);
+      return durationJson(node.spec, inRuleList);
     case 'array': {
       const isRuleList = inRuleList || describeSchema(node.element).kind === 'object';
       json = { type: 'array', items: nullable(toJson(node.element, isRuleList)) };
@@ -105,9 +116,13 @@ function toJson(schema: AnySchema, inRuleList: boolean): JsonSchema {
     case 'record':
       json = { type: 'object', additionalProperties: nullable(toJson(node.value, inRuleList)) };
       break;
-    case 'string':
-      json = { ...scalarJson(node.schema), type: SCALAR_TYPES };
+    case 'string': {
+      const scalar = scalarJson(node.schema);
+      // A formatted string (a name, an address) is a string in the values: a number there would
+      // bypass the pattern, which JSON Schema applies to strings only.
+      json = { ...scalar, type: scalar['pattern'] === undefined ? SCALAR_TYPES : 'string' };
       break;
+    }
     case 'leaf':
       json = scalarJson(node.schema);
       break;
