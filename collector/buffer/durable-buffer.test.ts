@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DurableBuffer } from './durable-buffer.js';
-import { isCorruption, isDiskFull } from './open-spill-database.js';
+import { isCorruption, isDiskFull } from '../sqlite/sqlite-errors.js';
 import {
   captureLogger,
   makeItem,
