@@ -687,7 +687,8 @@ export class DurableBuffer implements AsyncDisposable {
         { path: this.#options.path, synchronous: this.#options.synchronous, damagedInUse },
         { logger: this.#logger, now: this.#now },
       );
-      if (salvage) this.#countSalvage(salvage);
+      // Mid-run, #resetDisk counts the loss itself (it knows what the disk held before).
+      if (salvage) this.#countSalvage(salvage, !damagedInUse);
       return new SpillStore(db);
     } catch (err: unknown) {
       this.#logger.error(
@@ -715,11 +716,12 @@ export class DurableBuffer implements AsyncDisposable {
     this.#diskBytes -= bytes;
   }
 
-  #countSalvage(report: SalvageReport): void {
+  #countSalvage(report: SalvageReport, countLost: boolean): void {
     const items = report.tables['items'] ?? { recovered: 0, lost: 0 };
     this.#salvage.recovered += items.recovered;
     this.#salvage.lost += items.lost;
     this.#counters.salvaged?.(items.recovered, items.lost);
+    if (countLost) this.#drop('disk_error', items.lost);
   }
 
   #countQuarantined(

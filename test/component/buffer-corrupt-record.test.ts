@@ -2,6 +2,7 @@
 // buffer.db is overwritten with bytes that are not an AgentMessage. Before the fix the gateway
 // ended every call on that item (INTERNAL: Error deserializing request), the collector put it
 // back at the front uncharged, and nothing behind it was ever delivered.
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { pino } from 'pino';
@@ -20,8 +21,8 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) dir.remove();
 });
 
-/** A buffer.db holding items 0..ITEMS-1, every one on disk (written by a closed buffer). */
-async function spillFile(): Promise<string> {
+/** A buffer.db holding items 0..count-1, every one on disk (written by a closed buffer). */
+async function spillFile(count = ITEMS): Promise<string> {
   const dir = makeTempDir();
   dirs.push(dir);
   const path = join(dir.path, 'buffer.db');
@@ -29,7 +30,7 @@ async function spillFile(): Promise<string> {
     { path, maxMemoryBytes: 1024 * 1024, maxDiskBytes: 8 * 1024 * 1024 },
     { logger: pino({ level: 'silent' }) },
   );
-  for (let n = 0; n < ITEMS; n++) writer.enqueue(stateItem(n));
+  for (let n = 0; n < count; n++) writer.enqueue(stateItem(n));
   await writer.close();
   return path;
 }
@@ -57,6 +58,26 @@ function overwritePayload(
   }
 }
 
+/** SQLite's page type byte of a table b-tree leaf. */
+const TABLE_LEAF = 0x0d;
+
+/**
+ * The items on each table leaf page of the file, read from the raw bytes (every record holds
+ * its id in clear), so the test knows what a damaged page holds without asking SQLite.
+ */
+function leafPages(path: string): { offset: number; items: number[] }[] {
+  const bytes = readFileSync(path);
+  const pageSize = bytes.readUInt16BE(16);
+  const pages: { offset: number; items: number[] }[] = [];
+  for (let offset = pageSize; offset < bytes.length; offset += pageSize) {
+    if (bytes[offset] !== TABLE_LEAF) continue;
+    const text = bytes.subarray(offset, offset + pageSize).toString('latin1');
+    const items = new Set([...text.matchAll(/item-(\d{5})/g)].map((m) => Number(m[1])));
+    if (items.size > 0) pages.push({ offset, items: [...items].sort((a, b) => a - b) });
+  }
+  return pages;
+}
+
 function quarantineRows(path: string): { id: string; reason: string }[] {
   const db = new Database(path, { readonly: true });
   try {
@@ -66,6 +87,12 @@ function quarantineRows(path: string): { id: string; reason: string }[] {
   } finally {
     db.close();
   }
+}
+
+/** Nothing waiting and nothing in flight: every ack is in. */
+function settled(h: Harness): boolean {
+  const { pending, inflight } = h.buffer.stats();
+  return pending === 0 && inflight === 0;
 }
 
 /**
@@ -87,7 +114,7 @@ describe('a corrupt spill record', () => {
 
     await using h = await startHarness({ bufferPath: path });
     const delivered = (): number => h.gateway.store.count('state');
-    await drive(h, () => delivered() >= ITEMS - 1 && h.buffer.stats().pending === 0);
+    await drive(h, () => delivered() >= ITEMS - 1 && settled(h));
 
     expect(delivered()).toBe(ITEMS - 1);
     expect(h.gateway.store.messageIds('state')).not.toContain(bad);
@@ -106,7 +133,7 @@ describe('a corrupt spill record', () => {
 
     await using h = await startHarness({ bufferPath: path });
     const delivered = (): number => h.gateway.store.count('state');
-    await drive(h, () => delivered() >= ITEMS - 1 && h.buffer.stats().pending === 0);
+    await drive(h, () => delivered() >= ITEMS - 1 && settled(h));
 
     expect(delivered()).toBe(ITEMS - 1);
     expect(h.gateway.store.messageIds('state')).not.toContain(bad);
@@ -119,5 +146,32 @@ describe('a corrupt spill record', () => {
     const quarantined = h.logs.lines.find((l) => l.msg.startsWith('item quarantined'));
     expect(quarantined?.msg).toMatch(/could not decode it \(INTERNAL: .*deserializ/i);
     expect(quarantineRows(path)).toEqual([{ id: bad, reason: 'rejected' }]);
+  });
+
+  it('on a damaged page costs only the rows on that page: the rest is salvaged and delivered', async () => {
+    const count = 600;
+    const path = await spillFile(count);
+    const pages = leafPages(path);
+    expect(pages.length).toBeGreaterThan(4);
+    const damaged = pages[Math.floor(pages.length / 2)];
+    if (!damaged) throw new Error('no leaf page');
+    const bytes = readFileSync(path);
+    bytes.fill(0xff, damaged.offset, damaged.offset + 32);
+    writeFileSync(path, bytes);
+
+    await using h = await startHarness({ bufferPath: path });
+    const expected = Array.from({ length: count }, (_, n) => n).filter(
+      (n) => !damaged.items.includes(n),
+    );
+    await drive(h, () => h.gateway.store.count('state') >= expected.length && settled(h));
+
+    expect(h.gateway.store.messageIds('state')).toEqual(expected.map((n) => stateItem(n).id));
+    const lost = damaged.items.length;
+    const stats = h.buffer.stats();
+    expect(stats.salvage).toEqual({ recovered: count - lost, lost });
+    expect(stats.dropped.disk_error).toBe(lost);
+    const line = h.logs.lines.find((l) => l.msg.startsWith('spill database unreadable'));
+    expect(line?.msg).toContain(`salvaged ${String(count - lost)} rows, lost ${String(lost)}`);
+    expect(line).toMatchObject({ salvagedRows: count - lost, lostRows: lost, lostExact: true });
   });
 });
