@@ -9,8 +9,8 @@ import {
   connectionState,
   GATEWAY_READY_GRACE_MS,
   gatewayHealth,
-  queueHealth,
 } from './collector.js';
+import { queueHealth } from './health/queue-health.js';
 import type { StreamStatus } from './gateway/gateway-stream.js';
 
 function status(partial: Partial<StreamStatus>): StreamStatus {
@@ -57,8 +57,8 @@ describe('queue readiness', () => {
     const at = (bytes: number) => ({
       stats: () => bufferStats({ memory: { depth: 1, bytes }, disk: { depth: 0, bytes: 0 } }),
     });
-    expect(queueHealth(at(900), 1000)).toEqual({ state: 'ok' });
-    expect(queueHealth(at(901), 1000)).toMatchObject({ state: 'unhealthy' });
+    expect(queueHealth(at(900), 1000, 0)).toMatchObject({ state: 'ok' });
+    expect(queueHealth(at(901), 1000, 0)).toMatchObject({ state: 'unhealthy' });
   });
 });
 

@@ -19,6 +19,7 @@ import {
   type ReadinessCheck,
 } from './health/health-server.js';
 import { parseListenAddress } from './health/listen-address.js';
+import { queueHealth } from './health/queue-health.js';
 import {
   createCollectorMetrics,
   registerPodLogMetrics,
@@ -33,8 +34,6 @@ import type { Source } from './sources/source.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
 export const GATEWAY_READY_GRACE_MS = 30_000;
-/** /readyz is unhealthy once the buffer holds more than this share of its byte capacity. */
-export const QUEUE_UNHEALTHY_RATIO = 0.9;
 const CHECK_TIMEOUT_MS = 2000;
 /** The spill file inside buffer.spill_dir. */
 export const BUFFER_FILE = 'buffer.db';
@@ -146,6 +145,10 @@ export function createCollector(
       dropped: (reason, n) => {
         metrics.recordDrop(reason, n);
       },
+      salvaged: (recovered, lost) => {
+        metrics.salvaged.inc({ outcome: 'recovered' }, recovered);
+        metrics.salvaged.inc({ outcome: 'lost' }, lost);
+      },
     },
   });
   const capacityBytes = placement.maxMemoryBytes + placement.maxDiskBytes;
@@ -214,7 +217,7 @@ export function createCollector(
   const checks: ReadinessCheck[] = [
     lifecycle.check,
     { name: 'gateway', check: () => gatewayHealth(stream.status(), clock.now()) },
-    { name: 'queue', check: () => queueHealth(buffer, capacityBytes) },
+    { name: 'queue', check: () => queueHealth(buffer, capacityBytes, clock.now()) },
     {
       name: 'kubernetes',
       check: async () => {
@@ -300,20 +303,6 @@ export function gatewayHealth(status: StreamStatus, now: number): ComponentHealt
   return now - since > GATEWAY_READY_GRACE_MS
     ? { state: 'unhealthy', reason }
     : { state: 'ok', reason: `${reason}; within the ${GATEWAY_READY_GRACE_MS / 1000} s grace` };
-}
-
-export function queueHealth(
-  buffer: Pick<DurableBuffer, 'stats'>,
-  capacityBytes: number,
-): ComponentHealth {
-  const { memory, disk } = buffer.stats();
-  const used = memory.bytes + disk.bytes;
-  if (used <= QUEUE_UNHEALTHY_RATIO * capacityBytes) return { state: 'ok' };
-  const percent = Math.round((100 * used) / capacityBytes);
-  return {
-    state: 'unhealthy',
-    reason: `buffer ${percent}% full (${used} of ${capacityBytes} bytes): the gateway is not keeping up`,
-  };
 }
 
 /** For log lines: the error text of a failed Kubernetes call, without the request. */

@@ -44,6 +44,8 @@ export interface CollectorMetrics {
   readonly spilled: Counter;
   readonly replayed: Counter;
   readonly dropped: Counter<'reason'>;
+  /** Rows of a damaged spill file a salvage recovered or lost. */
+  readonly salvaged: Counter<'outcome'>;
   readonly reconnects: Counter;
   readonly sent: Counter;
   readonly acked: Counter;
@@ -101,6 +103,14 @@ export function createCollectorMetrics(
     },
   });
   new Gauge({
+    name: 'kubexa_collector_buffer_head_returns',
+    help: 'Times the oldest unsettled item came back unsettled while it was the oldest (0: none came back). Readiness calls 3 stuck.',
+    registers,
+    collect() {
+      this.set(sources.bufferStats().head?.returns ?? 0);
+    },
+  });
+  new Gauge({
     name: 'kubexa_collector_inflight_items',
     help: 'Items sent to the gateway and not yet settled.',
     registers,
@@ -147,6 +157,12 @@ export function createCollectorMetrics(
       registers,
     }),
     dropped,
+    salvaged: new Counter({
+      name: 'kubexa_collector_buffer_salvaged_rows_total',
+      help: 'Rows of a damaged spill file copied into the fresh one (outcome="recovered") or unreadable (outcome="lost").',
+      labelNames: ['outcome'],
+      registers,
+    }),
     reconnects: new Counter({
       name: 'kubexa_collector_gateway_reconnects_total',
       help: 'Gateway stream reconnect attempts.',

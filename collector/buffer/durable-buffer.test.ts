@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DurableBuffer } from './durable-buffer.js';
-import { isCorruption, isDiskFull } from './open-spill-database.js';
+import { isCorruption, isDiskFull } from '../sqlite/sqlite-errors.js';
 import {
   captureLogger,
   makeItem,
@@ -337,11 +337,19 @@ describe('DurableBuffer releases', () => {
     // Every id that left memory (spilled or dropped) was released; none twice here.
     expect(new Set(released).size).toBe(released.length);
     expect(released.length).toBeGreaterThanOrEqual(buffer.stats().dropped.overflow_log);
-    const off = buffer.onRelease(() => {
-      throw new Error('must not be called');
-    });
+  });
+
+  it('stops calling a listener once it unsubscribes, and only that one', () => {
+    const dir = tempDir();
+    const { buffer } = openBuffer(dir, { maxDiskBytes: 5 * ITEM });
+    // Recorded, not thrown: the buffer catches what a listener throws, so a throw proves nothing.
+    const late: string[] = [];
+    const off = buffer.onRelease((ids) => late.push(...ids));
+    const kept = watchReleases(buffer);
     off();
-    enqueueRange(buffer, 30, 40);
+    enqueueRange(buffer, 0, 30);
+    expect(kept.length).toBeGreaterThan(0);
+    expect(late).toEqual([]);
   });
 
   it('does not release an item dropped at enqueue after close', async () => {
@@ -485,8 +493,43 @@ describe('DurableBuffer disk faults', () => {
     expect(taken.length + stats.dropped.overflow_log).toBe(305);
     expect(taken).toEqual([...taken].sort((a, b) => a - b));
     expect(taken.slice(-5)).toEqual(range(1000, 1005));
-    expect(() => buffer.ack(buffer.take(0).map((i) => i.id))).not.toThrow();
+    // Everything taken is in flight; acking it on the full disk settles it, rows included.
+    expect(buffer.stats().inflight).toBe(taken.length);
+    expect(buffer.ack(taken.map((n) => makeItem(n).id))).toBe(taken.length);
+    expect(buffer.stats()).toMatchObject({ inflight: 0, disk: { depth: 0, bytes: 0 } });
   });
+
+  it('take(n) hands out at most n, take(0) nothing, and the rest stays pending', () => {
+    const { buffer } = openBuffer(tempDir());
+    enqueueRange(buffer, 0, 30); // 10 in memory, 20 on disk
+    expect(buffer.take(0)).toEqual([]);
+    expect(numbers(buffer.take(3))).toEqual([0, 1, 2]);
+    expect(buffer.stats()).toMatchObject({ pending: 27, inflight: 3 });
+    expect(numbers(buffer.take(100))).toEqual(range(3, 30));
+  });
+
+  it('an ack whose row delete fails (the file is locked) does not throw; the rows come back on restart', () => {
+    const dir = tempDir();
+    const { buffer, lines } = openBuffer(dir);
+    enqueueRange(buffer, 0, 40);
+    const taken = buffer.take(15); // all from disk: the oldest were spilled
+    expect(buffer.stats().disk.depth).toBeGreaterThanOrEqual(15);
+    // Another process holds the write lock: the delete waits out the busy timeout, then fails.
+    const other = new Database(join(dir.path, 'buffer.db'));
+    cleanups.push(() => {
+      other.close();
+    });
+    other.exec('BEGIN IMMEDIATE');
+    let settled = 0;
+    expect(() => (settled = buffer.ack(taken.map((i) => i.id)))).not.toThrow();
+    expect(settled).toBe(15);
+    expect(lines.some((l) => l['operation'] === 'delete acked rows' && l.level === 50)).toBe(true);
+    other.exec('ROLLBACK');
+
+    // The rows are still in the file: a restart delivers them again (the gateway dedups by id).
+    const reader = openBuffer(dir);
+    expect(numbers(takeAll(reader.buffer)).slice(0, 15)).toEqual(range(0, 15));
+  }, 30_000);
 
   it('an ack or a close on a full disk does not throw either', async () => {
     const dir = tempDir();

@@ -1,8 +1,10 @@
 import type { Logger } from 'pino';
 import { getErrorMessage } from '../../shared/errors.js';
 import { MemoryQueue, type MemoryItem } from './memory-queue.js';
-import { isCorruption, isDiskFull, openSpillDatabase, sqliteCode } from './open-spill-database.js';
-import { SpillStore, type SpillRow } from './spill-store.js';
+import type { SalvageReport } from '../sqlite/salvage.js';
+import { isCorruption, isDiskFull, sqliteCode } from '../sqlite/sqlite-errors.js';
+import { openSpillDatabase } from './open-spill-database.js';
+import { SpillStore, type ReadRow, type SpillRow } from './spill-store.js';
 import {
   DROP_REASONS,
   ITEM_KINDS,
@@ -14,7 +16,9 @@ import {
   type BufferOptions,
   type BufferStats,
   type DropReason,
+  type HeadOfQueue,
   type ItemKind,
+  type QuarantineReason,
   type ReleaseListener,
 } from './types.js';
 
@@ -72,12 +76,16 @@ export class DurableBuffer implements AsyncDisposable {
   #diskPending = 0;
   /** The newest seq written to disk: the cursor skips to it when pending rows cannot be read. */
   #diskMaxSeq = 0;
-  #readAhead: SpillRow[] = [];
+  #readAhead: ReadRow[] = [];
 
   #nextSeq: number;
   #spilled = 0;
   #replayed = 0;
   readonly #recovered: number;
+  #quarantined = 0;
+  readonly #salvage = { recovered: 0, lost: 0 };
+  /** The oldest unsettled item once it has come back unsettled (see HeadOfQueue). */
+  #head: (HeadOfQueue & { readonly seq: number }) | undefined;
   readonly #dropped = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<
     DropReason,
     number
@@ -158,6 +166,7 @@ export class DurableBuffer implements AsyncDisposable {
       if (!held) continue;
       this.#inflight.delete(id);
       settled.push(id);
+      if (held.seq === this.#head?.seq) this.#head = undefined;
       if (held.payload === undefined) {
         diskSeqs.push(held.seq);
         this.#forgetDiskRow(held.bytes);
@@ -182,6 +191,37 @@ export class DurableBuffer implements AsyncDisposable {
   }
 
   /**
+   * Sets in-flight items aside in the quarantine table instead of delivering them: the gateway
+   * could not decode them, or sessions kept ending on them. They are settled (released, never
+   * sent again) and counted as `quarantined`; the table keeps them for a human (docs/buffer.md).
+   */
+  quarantine(ids: Iterable<string>, reason: QuarantineReason = 'rejected'): number {
+    let count = 0;
+    for (const id of ids) {
+      const held = this.#inflight.get(id);
+      if (!held) continue;
+      if (!this.#closed) {
+        this.#withDisk('quarantine', (store) => {
+          if (held.payload === undefined) store.quarantineRow(held.seq, reason, this.#now());
+          else store.quarantineItem({ ...held, payload: held.payload }, reason, this.#now());
+        });
+      }
+      // Settled like an ack, minus the row delete the quarantine move already did.
+      this.#inflight.delete(id);
+      if (held.seq === this.#head?.seq) this.#head = undefined;
+      if (held.payload === undefined) this.#forgetDiskRow(held.bytes);
+      else {
+        this.#memoryBytes -= held.bytes;
+        this.#memoryDepth--;
+      }
+      this.#countQuarantined(held, reason);
+      this.#release([id]);
+      count++;
+    }
+    return count;
+  }
+
+  /**
    * Returns in-flight items (all of them, or those listed) to the front of the queue in their
    * original order: on session loss or a redelivery timeout. Returns how many.
    */
@@ -195,6 +235,7 @@ export class DurableBuffer implements AsyncDisposable {
     }
     if (back.length === 0) return 0;
     this.#returned = [...this.#returned, ...back].sort((a, b) => a.seq - b.seq);
+    this.#trackHead();
     this.#notify();
     return back.length;
   }
@@ -241,6 +282,13 @@ export class DurableBuffer implements AsyncDisposable {
       replayed: this.#replayed,
       recovered: this.#recovered,
       dropped: { ...this.#dropped },
+      quarantined: this.#quarantined,
+      salvage: { ...this.#salvage },
+      head: this.#head && {
+        id: this.#head.id,
+        returns: this.#head.returns,
+        since: this.#head.since,
+      },
       diskAvailable: this.#store !== undefined,
       diskFull: this.#diskFullBytes() !== undefined,
     };
@@ -441,44 +489,70 @@ export class DurableBuffer implements AsyncDisposable {
     return item ? { held: item, payload: item.payload } : undefined;
   }
 
+  /** The next never-taken disk row whose checksum holds; damaged ones are quarantined. */
   #nextDiskRow(): SpillRow | undefined {
-    if (this.#diskPending === 0) return undefined;
-    if (this.#readAhead.length === 0) {
-      const rows = this.#withDisk('read', (store) =>
-        store.readAfter(this.#diskCursor, READ_AHEAD_ROWS),
-      );
-      if (rows === undefined) {
-        this.#skipUnreadableRows();
+    for (;;) {
+      if (this.#diskPending === 0) return undefined;
+      if (this.#readAhead.length === 0) {
+        const rows = this.#withDisk('read', (store) =>
+          store.readAfter(this.#diskCursor, READ_AHEAD_ROWS),
+        );
+        if (rows === undefined) {
+          this.#skipUnreadableRows();
+          return undefined;
+        }
+        this.#readAhead = rows;
+      }
+      const row = this.#readAhead.shift();
+      if (!row) {
+        // The count said rows exist but none were found: only a reset disk gets here.
+        this.#diskPending = 0;
         return undefined;
       }
-      this.#readAhead = rows;
+      this.#diskCursor = row.seq;
+      this.#diskPending--;
+      if (!row.intact) {
+        this.#quarantineDamaged(row);
+        continue;
+      }
+      this.#replayed++;
+      this.#counters.replayed(1);
+      return row;
     }
-    const row = this.#readAhead.shift();
-    if (!row) {
-      // The count said rows exist but none were found: only a reset disk gets here.
-      this.#diskPending = 0;
-      return undefined;
-    }
-    this.#diskCursor = row.seq;
-    this.#diskPending--;
-    this.#replayed++;
-    this.#counters.replayed(1);
-    return row;
   }
 
-  /** Reads a returned disk item's payload again; a missing row is counted as dropped. */
+  /**
+   * Reads a returned disk item's payload again. A missing row is counted as dropped, a damaged
+   * one is quarantined; both give undefined.
+   */
   #readBack(held: HeldItem): Uint8Array | undefined {
-    const read = this.#withDisk('read back', (store) => ({
-      payload: store.readPayload(held.seq),
-    }));
+    const read = this.#withDisk('read back', (store) => ({ row: store.readPayload(held.seq) }));
     // undefined: the read failed and was logged. A reset disk counted its rows as disk_error
     // drops; otherwise the row stays in the file and is replayed by the next start.
     if (!read) return undefined;
-    if (read.payload === undefined) {
+    if (read.row === undefined) {
       this.#forgetDiskRow(held.bytes);
       this.#drop('disk_error', 1);
+      return undefined;
     }
-    return read.payload;
+    if (!read.row.intact) {
+      this.#quarantineDamaged(held);
+      return undefined;
+    }
+    return read.row.payload;
+  }
+
+  /** A disk row whose checksum failed: moved to the quarantine table, counted, never sent. */
+  #quarantineDamaged(row: { seq: number; id: string; kind: ItemKind; bytes: number }): void {
+    const moved = this.#withDisk('quarantine', (store) =>
+      store.quarantineRow(row.seq, 'checksum', this.#now()),
+    );
+    // undefined: the move failed and was logged; a reset disk counted its rows already.
+    if (moved === undefined) return;
+    this.#forgetDiskRow(row.bytes);
+    if (row.seq === this.#head?.seq) this.#head = undefined;
+    this.#countQuarantined(row, 'checksum');
+    this.#release([row.id]);
   }
 
   #pendingCount(): number {
@@ -560,25 +634,40 @@ export class DurableBuffer implements AsyncDisposable {
     this.#readAhead = [];
   }
 
+  /**
+   * The file was found damaged mid-run: its readable rows are salvaged into a fresh file and
+   * the disk tier starts over from that file, as after a restart. Disk items in flight or
+   * returned are forgotten here and replayed from the salvaged rows (a possible duplicate,
+   * which the gateway drops by id); rows the salvage could not read are counted as disk_error.
+   */
   #resetDisk(): void {
     this.#closeStore();
-    const lost = this.#diskRows;
+    const before = this.#diskRows;
     this.#returned = this.#returned.filter((h) => h.payload !== undefined);
     for (const [id, held] of this.#inflight) {
       if (held.payload === undefined) this.#inflight.delete(id);
     }
-    this.#drop('disk_error', lost);
-    this.#diskRows = 0;
-    this.#diskBytes = 0;
-    this.#diskPending = 0;
+    if (this.#head && !this.#returned.some((h) => h.seq === this.#head?.seq)) {
+      this.#head = undefined;
+    }
     this.#readAhead = [];
     this.#diskFull = undefined;
+    this.#diskCursor = 0;
     this.#store = this.#openStore(true);
+    const totals = this.#readTotals();
+    this.#diskRows = totals.count;
+    this.#diskBytes = totals.bytes;
+    this.#diskPending = totals.count;
+    this.#drop('disk_error', before - totals.count);
   }
 
   /** Opens the database and reads its totals; memory-only (all zero) if either fails. */
   #openAtStart(): { count: number; bytes: number; maxSeq: number } {
     this.#store = this.#openStore(false);
+    return this.#readTotals();
+  }
+
+  #readTotals(): { count: number; bytes: number; maxSeq: number } {
     try {
       return this.#store?.totals() ?? { count: 0, bytes: 0, maxSeq: 0 };
     } catch (err: unknown) {
@@ -592,12 +681,14 @@ export class DurableBuffer implements AsyncDisposable {
   }
 
   /** Opens the store, or logs and returns undefined (memory-only): never throws. */
-  #openStore(forceMoveAside: boolean): SpillStore | undefined {
+  #openStore(damagedInUse: boolean): SpillStore | undefined {
     try {
-      const { db } = openSpillDatabase(
-        { path: this.#options.path, synchronous: this.#options.synchronous, forceMoveAside },
+      const { db, salvage } = openSpillDatabase(
+        { path: this.#options.path, synchronous: this.#options.synchronous, damagedInUse },
         { logger: this.#logger, now: this.#now },
       );
+      // Mid-run, #resetDisk counts the loss itself (it knows what the disk held before).
+      if (salvage) this.#countSalvage(salvage, !damagedInUse);
       return new SpillStore(db);
     } catch (err: unknown) {
       this.#logger.error(
@@ -623,6 +714,43 @@ export class DurableBuffer implements AsyncDisposable {
   #forgetDiskRow(bytes: number): void {
     this.#diskRows--;
     this.#diskBytes -= bytes;
+  }
+
+  #countSalvage(report: SalvageReport, countLost: boolean): void {
+    const items = report.tables['items'] ?? { recovered: 0, lost: 0 };
+    this.#salvage.recovered += items.recovered;
+    this.#salvage.lost += items.lost;
+    this.#counters.salvaged?.(items.recovered, items.lost);
+    if (countLost) this.#drop('disk_error', items.lost);
+  }
+
+  #countQuarantined(
+    item: { id: string; kind: ItemKind; bytes: number },
+    reason: QuarantineReason,
+  ): void {
+    this.#quarantined++;
+    this.#drop('quarantined', 1);
+    this.#logger.error(
+      { id: item.id, kind: item.kind, bytes: item.bytes, reason },
+      reason === 'checksum'
+        ? 'spilled record failed its checksum: moved to quarantine, not sent'
+        : 'record refused by the gateway: moved to quarantine, not sent again',
+    );
+  }
+
+  /**
+   * After a requeue: if the oldest returned item is also the oldest unsettled one, it is the
+   * head of the queue coming back once more; count it (a new head starts at one).
+   */
+  #trackHead(): void {
+    const first = this.#returned[0];
+    if (!first) return;
+    for (const held of this.#inflight.values()) if (held.seq < first.seq) return;
+    if (this.#head?.seq === first.seq) {
+      this.#head = { ...this.#head, returns: this.#head.returns + 1 };
+    } else {
+      this.#head = { seq: first.seq, id: first.id, returns: 1, since: this.#now() };
+    }
   }
 
   #countSpilled(count: number): void {

@@ -22,6 +22,7 @@ export const DROP_REASONS = [
   'too_large',
   'disk_error',
   'discarded',
+  'quarantined',
   'closed',
 ] as const;
 export type DropReason = (typeof DROP_REASONS)[number];
@@ -31,13 +32,36 @@ export interface BufferCounters {
   spilled(count: number): void;
   replayed(count: number): void;
   dropped(reason: DropReason, count: number): void;
+  /** Rows a salvage of a damaged spill file copied into the fresh one, and rows it lost. */
+  salvaged?(recovered: number, lost: number): void;
 }
 
 export const noopBufferCounters: BufferCounters = {
   spilled: () => undefined,
   replayed: () => undefined,
   dropped: () => undefined,
+  salvaged: () => undefined,
 };
+
+/** Why a record was set aside in the quarantine table instead of being delivered. */
+export type QuarantineReason =
+  /** Its stored checksum does not match what was read back: the record is damaged. */
+  | 'checksum'
+  /** The gateway could not decode it, or sessions kept ending on it. */
+  | 'rejected';
+
+/**
+ * The oldest unsettled item, once it has been handed out and returned (session lost, no ack
+ * in time). The same head returned again and again, with nothing behind it moving, is a stuck
+ * queue: readiness reports it.
+ */
+export interface HeadOfQueue {
+  readonly id: string;
+  /** Times this item came back unsettled while it was the oldest. */
+  readonly returns: number;
+  /** Clock time it first came back as the oldest. */
+  readonly since: number;
+}
 
 export interface TierStats {
   /** Items whose payload lives in this tier (memory: pending, returned and in flight). */
@@ -60,6 +84,15 @@ export interface BufferStats {
   /** Unacknowledged items found on disk when this instance opened. */
   readonly recovered: number;
   readonly dropped: Readonly<Record<DropReason, number>>;
+  /**
+   * Records set aside in the quarantine table by this process (a failed checksum, or refused by
+   * the gateway); also counted in `dropped.quarantined`. For heartbeats and metrics.
+   */
+  readonly quarantined: number;
+  /** Rows a salvage of a damaged spill file recovered and lost, since this process started. */
+  readonly salvage: { readonly recovered: number; readonly lost: number };
+  /** The oldest unsettled item if it has come back unsettled; undefined otherwise. */
+  readonly head: HeadOfQueue | undefined;
   /**
    * False when the spill database could not be opened (at start, or again after a corrupt file
    * was moved aside): the buffer runs memory-only, nothing survives a restart. For readiness.

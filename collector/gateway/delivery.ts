@@ -1,3 +1,6 @@
+import type { Logger } from 'pino';
+import type { GatewayBuffer } from './types.js';
+
 /**
  * Items sent and awaiting the gateway's Ack (delivery_acks sessions only), with the time each
  * was sent, so the window can be bounded and late items redelivered.
@@ -31,6 +34,12 @@ export class InflightWindow {
       if (now - sentAt >= timeoutMs) out.push(id);
     }
     return out;
+  }
+
+  /** The id sent longest ago and still unsettled: the item a lost session ended on. */
+  oldest(): string | undefined {
+    for (const id of this.#sentAt.keys()) return id;
+    return undefined;
   }
 
   clear(): void {
@@ -71,12 +80,40 @@ export class InflightWindow {
   }
 }
 
+/** Lost sessions that may end on the same item before it is set aside (quarantined). */
+export const SESSION_ENDS_BEFORE_QUARANTINE = 3;
+
 /**
- * Failed deliveries per item (a redelivery timeout or a failed write), kept across sessions.
- * A session lost with items in flight charges nothing: the gateway may simply have restarted.
+ * Whether a call's end status says the gateway could not decode what it was sent: grpc-js
+ * servers end the call with INTERNAL "Error deserializing request"; other servers word it as
+ * a decode, unmarshal or parse failure.
+ */
+export function isUndecodableRejection(reason: string): boolean {
+  return /^INTERNAL: .*(deserializ|decod|unmarshal|pars)/i.test(reason);
+}
+
+/** What to do with the item a lost session ended on. */
+export type SessionEndVerdict =
+  | { readonly kind: 'charged'; readonly sessionEnds: number }
+  | { readonly kind: 'quarantine'; readonly why: string };
+
+/**
+ * Failed deliveries per item, kept across sessions: a redelivery timeout or a failed write
+ * charges the items concerned; a lost session charges the one item it ended on (the oldest
+ * unacked), so an item that kills every session cannot stay at the front forever.
+ *
+ * Which item killed a session is a guess when many were in flight (a gateway that batches
+ * acks may not have acked the good ones before it). So the item a session ended on becomes a
+ * suspect: the next session sends it alone and waits for its ack before sending more. A
+ * session that then ends with the suspect alone in flight, refused as undecodable, has named
+ * its culprit: the item is quarantined. Any item that ends SESSION_ENDS_BEFORE_QUARANTINE
+ * sessions is quarantined too. A gateway that merely restarts costs the head one attempt (of
+ * maxAttempts) and one round trip alone.
  */
 export class AttemptLedger {
   readonly #charges = new Map<string, number>();
+  readonly #sessionEnds = new Map<string, number>();
+  readonly #suspects = new Set<string>();
 
   charge(ids: Iterable<string>): void {
     for (const id of ids) this.#charges.set(id, (this.#charges.get(id) ?? 0) + 1);
@@ -86,13 +123,72 @@ export class AttemptLedger {
     return this.#charges.get(id) ?? 0;
   }
 
+  /** A lost session ended with `id` the oldest item in flight (`alone`: the only one). */
+  sessionEnded(id: string, facts: { alone: boolean; reason: string }): SessionEndVerdict {
+    this.charge([id]);
+    const sessionEnds = (this.#sessionEnds.get(id) ?? 0) + 1;
+    this.#sessionEnds.set(id, sessionEnds);
+    this.#suspects.add(id);
+    // Alone in flight, nothing else can have been the message the gateway could not decode.
+    if (facts.alone && isUndecodableRejection(facts.reason)) {
+      return { kind: 'quarantine', why: `the gateway could not decode it (${facts.reason})` };
+    }
+    if (sessionEnds >= SESSION_ENDS_BEFORE_QUARANTINE) {
+      return { kind: 'quarantine', why: `${String(sessionEnds)} sessions ended on it` };
+    }
+    return { kind: 'charged', sessionEnds };
+  }
+
+  /** Whether the next session must send this item alone (a session ended on it). */
+  isSuspect(id: string): boolean {
+    return this.#suspects.has(id);
+  }
+
   forget(ids: Iterable<string>): void {
-    for (const id of ids) this.#charges.delete(id);
+    for (const id of ids) {
+      this.#charges.delete(id);
+      this.#sessionEnds.delete(id);
+      this.#suspects.delete(id);
+    }
   }
 
   get size(): number {
     return this.#charges.size;
   }
+}
+
+/** What chargeSessionEnd needs from the session. */
+interface SessionEndContext {
+  readonly ledger: AttemptLedger;
+  readonly buffer: Pick<GatewayBuffer, 'quarantine'>;
+  readonly logger: Logger;
+}
+
+/**
+ * Called as a session tears down, before its in-flight items go back to the buffer: a lost
+ * session charges the oldest item still unacked, and quarantines it when the ledger says so.
+ * Shutdowns and closes charge nothing.
+ */
+export function chargeSessionEnd(
+  end: { readonly kind: string; readonly reason?: string } | undefined,
+  window: InflightWindow,
+  ctx: SessionEndContext,
+): void {
+  const head = window.oldest();
+  if (end?.kind !== 'lost' || head === undefined) return;
+  const reason = end.reason ?? '';
+  const verdict = ctx.ledger.sessionEnded(head, { alone: window.size === 1, reason });
+  if (verdict.kind === 'charged') {
+    ctx.logger.info(
+      { id: head, sessionEnds: verdict.sessionEnds, reason },
+      'session ended with this item the oldest unacked: charged, sent alone next time',
+    );
+    return;
+  }
+  window.remove([head]);
+  ctx.buffer.quarantine([head], 'rejected');
+  ctx.ledger.forget([head]);
+  ctx.logger.error({ id: head, reason }, `item quarantined: ${verdict.why}`);
 }
 
 export function toError(reason: unknown): Error {

@@ -149,6 +149,10 @@ describe('gateway stream delivery', () => {
     const second = await h.gateway.waitForSession(
       (s) => s.state === 'connected' && s.sessionId !== first.sessionId,
     );
+    // The session ended on item 1: it goes alone first, and the rest after its Ack.
+    await until(() => h.gateway.store.duplicates >= 1, 'redelivery of the suspect');
+    expect(h.buffer.stats()).toMatchObject({ inflight: 3 });
+    h.gateway.releaseAcks(second.sessionId);
     await until(() => h.gateway.store.duplicates >= 3, 'redelivery');
     expect(h.gateway.store.count('state')).toBe(3);
     h.gateway.releaseAcks(second.sessionId);

@@ -13,7 +13,7 @@ import {
 } from '../../proto/index.js';
 import type { Clock } from '../../shared/clock.js';
 import { getErrorMessage } from '../../shared/errors.js';
-import { type AttemptLedger, InflightWindow, toError } from './delivery.js';
+import { chargeSessionEnd, type AttemptLedger, InflightWindow, toError } from './delivery.js';
 import type { AgentClient, ConnectCall } from './dial.js';
 import { GatewayFatalError } from './errors.js';
 import {
@@ -90,6 +90,7 @@ export class Session {
   #call: ConnectCall | undefined;
   #end: ((end: SessionEnd) => void) | undefined;
   #ended = false;
+  #endedWith: SessionEnd | undefined;
   #accepted = false;
   #deliveryAcks = false;
   #throttleDelayMs = 0;
@@ -148,13 +149,18 @@ export class Session {
   #finish(end: SessionEnd): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#endedWith = end;
     this.#controller.abort();
     this.#end?.(end);
   }
 
-  /** Returns everything in flight to the front of the buffer, uncharged, and drops the call. */
+  /**
+   * Returns everything in flight to the front of the buffer and drops the call. A lost session
+   * first charges the item it ended on (AttemptLedger.sessionEnded), which may quarantine it.
+   */
   #teardown(): void {
     this.#controller.abort();
+    chargeSessionEnd(this.#endedWith, this.#window, this.#ctx);
     this.#window.clear();
     const returned = this.#ctx.buffer.requeue();
     if (returned > 0) {
@@ -397,7 +403,11 @@ export class Session {
           this.#giveUp(item.id);
           continue;
         }
+        // A session ended on it before: alone, so that its fate names it (AttemptLedger).
+        const alone = this.#ctx.ledger.isSuspect(item.id);
+        if (alone) await this.#window.waitUntilEmpty(signal);
         await this.#sendItem(item.id, item.payload);
+        if (alone) await this.#window.waitUntilEmpty(signal);
       }
     }
   }

@@ -13,6 +13,7 @@ const emptyBuffer: GatewayBuffer = {
   take: () => [],
   ack: () => 0,
   discard: () => 0,
+  quarantine: () => 0,
   requeue: () => 0,
   waitForItems: (signal) =>
     new Promise((_resolve, reject) => {

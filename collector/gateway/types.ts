@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
-import type { BufferItem, BufferStats, DropReason } from '../buffer/types.js';
+import type { BufferItem, BufferStats, DropReason, QuarantineReason } from '../buffer/types.js';
 import type { ConfigUpdate, ResourceQuery, ResourceQueryResult } from '../../proto/index.js';
 
 /** What the stream needs from the durable buffer (DurableBuffer satisfies it). */
@@ -8,6 +8,8 @@ export interface GatewayBuffer {
   take(max: number): BufferItem[];
   ack(ids: Iterable<string>): number;
   discard(ids: Iterable<string>, reason?: DropReason): number;
+  /** Sets in-flight items aside (the quarantine table) instead of delivering them. */
+  quarantine(ids: Iterable<string>, reason?: QuarantineReason): number;
   requeue(ids?: Iterable<string>): number;
   waitForItems(signal: AbortSignal): Promise<void>;
   stats(): BufferStats;

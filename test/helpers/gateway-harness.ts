@@ -64,6 +64,10 @@ export interface HarnessOptions {
   readonly deps?: Partial<GatewayStreamDeps>;
   /** Do not start the stream (the test starts it). */
   readonly deferStart?: boolean;
+  /** The buffer's spill file (default: buffer.db in a fresh temp directory, removed after). */
+  readonly bufferPath?: string;
+  /** The buffer's memory tier (default 1 MiB). */
+  readonly bufferMemoryBytes?: number;
 }
 
 export interface Harness extends AsyncDisposable {
@@ -86,7 +90,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   );
   const dir = mkdtempSync(join(tmpdir(), 'kubexa-gateway-'));
   const buffer = new DurableBuffer(
-    { path: join(dir, 'buffer.db'), maxMemoryBytes: 1024 * 1024, maxDiskBytes: 8 * 1024 * 1024 },
+    {
+      path: options.bufferPath ?? join(dir, 'buffer.db'),
+      maxMemoryBytes: options.bufferMemoryBytes ?? 1024 * 1024,
+      maxDiskBytes: 8 * 1024 * 1024,
+    },
     { logger: logs.logger },
   );
   const stream = new GatewayStream(

@@ -3,7 +3,10 @@
 // plus the "intents": batches handed to the buffer and not yet released, with their ids and end
 // positions. After a crash the source re-reads from the checkpoint and cuts the same batches
 // under the same ids, so the gateway's dedup by message_id absorbs whatever was delivered.
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { pino, type Logger } from 'pino';
+import { openSqliteFile } from '../../sqlite/open-sqlite-file.js';
+import { SchemaVersionError } from '../../sqlite/sqlite-errors.js';
 import type { LinePosition } from './joiner.js';
 
 /** A container instance: a restart is a new instance with its own log. */
@@ -65,38 +68,20 @@ const SCHEMA_VERSION = 2;
  * power loss or a kernel crash the newest commits of either file can roll back, each on its
  * own; FULL here alone would not help (a checkpoint could then outlive the spill rows it
  * counted on), so both files share the one setting (docs/pod-logs.md, Durability).
+ *
+ * A damaged file does not stop the collector: the shared policy (collector/sqlite) salvages
+ * every readable checkpoint and intent into a fresh file and moves the damaged one aside. A
+ * container whose checkpoint was lost is read again from `tail_lines`, as a new one would be.
  */
-export function openCheckpointStore(path: string, nowMs: () => number): CheckpointStore {
-  const db = new Database(path);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  const version = db.pragma('user_version', { simple: true }) as number;
-  // Version 1 lacks `finished`; it is added below.
-  if (version !== 0 && version !== 1 && version !== SCHEMA_VERSION) {
-    db.close();
-    throw new Error(`checkpoint database ${path} has unknown schema version ${String(version)}`);
-  }
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS checkpoints (
-      pod_uid TEXT NOT NULL, container TEXT NOT NULL, restart_count INTEGER NOT NULL,
-      namespace TEXT NOT NULL, pod_name TEXT NOT NULL,
-      sec INTEGER NOT NULL, nanos INTEGER NOT NULL, count INTEGER NOT NULL,
-      updated_at_ms INTEGER NOT NULL, deleted_at_ms INTEGER,
-      finished INTEGER NOT NULL DEFAULT 0,
-      PRIMARY KEY (pod_uid, container, restart_count)
-    );
-    CREATE TABLE IF NOT EXISTS intents (
-      pod_uid TEXT NOT NULL, container TEXT NOT NULL, restart_count INTEGER NOT NULL,
-      message_id TEXT NOT NULL, sec INTEGER NOT NULL, nanos INTEGER NOT NULL, count INTEGER NOT NULL,
-      PRIMARY KEY (pod_uid, container, restart_count, message_id)
-    );
-  `);
-  const columns = db.prepare<[], { name: string }>('PRAGMA table_info(checkpoints)').all();
-  if (!columns.some((c) => c.name === 'finished')) {
-    db.exec('ALTER TABLE checkpoints ADD COLUMN finished INTEGER NOT NULL DEFAULT 0');
-  }
-  db.pragma(`user_version = ${String(SCHEMA_VERSION)}`);
-
+export function openCheckpointStore(
+  path: string,
+  nowMs: () => number,
+  logger: Logger = pino({ level: 'silent' }),
+): CheckpointStore {
+  const { db } = openSqliteFile(
+    { path, synchronous: 'normal', label: 'checkpoint database', prepare: prepareSchema },
+    { logger, now: nowMs },
+  );
   const key = (i: ContainerInstance): [string, string, number] => [
     i.podUid,
     i.container,
@@ -188,6 +173,38 @@ export function openCheckpointStore(path: string, nowMs: () => number): Checkpoi
       db.close();
     },
   };
+}
+
+function prepareSchema(db: Database.Database): void {
+  const version = db.pragma('user_version', { simple: true }) as number;
+  // Version 1 lacks `finished`; it is added below.
+  if (version !== 0 && version !== 1 && version !== SCHEMA_VERSION) {
+    throw new SchemaVersionError(`unknown checkpoint schema version ${String(version)}`);
+  }
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS checkpoints (
+      pod_uid TEXT NOT NULL, container TEXT NOT NULL, restart_count INTEGER NOT NULL,
+      namespace TEXT NOT NULL, pod_name TEXT NOT NULL,
+      sec INTEGER NOT NULL, nanos INTEGER NOT NULL, count INTEGER NOT NULL,
+      updated_at_ms INTEGER NOT NULL, deleted_at_ms INTEGER,
+      finished INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (pod_uid, container, restart_count)
+    );
+    CREATE TABLE IF NOT EXISTS intents (
+      pod_uid TEXT NOT NULL, container TEXT NOT NULL, restart_count INTEGER NOT NULL,
+      message_id TEXT NOT NULL, sec INTEGER NOT NULL, nanos INTEGER NOT NULL, count INTEGER NOT NULL,
+      PRIMARY KEY (pod_uid, container, restart_count, message_id)
+    );
+  `);
+  const columns = db.prepare<[], { name: string }>('PRAGMA table_info(checkpoints)').all();
+  if (!columns.some((c) => c.name === 'finished')) {
+    db.exec('ALTER TABLE checkpoints ADD COLUMN finished INTEGER NOT NULL DEFAULT 0');
+  }
+  db.pragma(`user_version = ${String(SCHEMA_VERSION)}`);
+  // Reading every row of both tables once surfaces damaged pages here, where a salvage is
+  // cheap, rather than in the middle of a flush.
+  db.prepare('SELECT SUM(sec) FROM checkpoints').get();
+  db.prepare('SELECT SUM(sec) FROM intents').get();
 }
 
 /** A store that keeps nothing: checkpoint_dir is empty, restarts start from tail_lines. */

@@ -745,8 +745,10 @@ export function createPodLogSource(
       else signal.addEventListener('abort', stop, { once: true });
       if (options.logs.checkpoint_dir !== '') {
         mkdirSync(options.logs.checkpoint_dir, { recursive: true, mode: 0o750 });
-        store = openCheckpointStore(join(options.logs.checkpoint_dir, 'pod-logs.db'), () =>
-          clock.now(),
+        store = openCheckpointStore(
+          join(options.logs.checkpoint_dir, 'pod-logs.db'),
+          () => clock.now(),
+          logger,
         );
       }
       unsubscribe = deps.releases?.onRelease(onRelease);
