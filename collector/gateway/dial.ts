@@ -103,6 +103,14 @@ export function createAgentClient(options: DialOptions, creds: ChannelCredential
   });
 }
 
+/** The channel did not become ready: the transport failed, or the dial timeout passed. */
+export class DialError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DialError';
+  }
+}
+
 /**
  * Connects the channel, failing on the first transport failure (refused, TLS error) instead
  * of letting grpc-js retry until the deadline, and after `timeoutMs` at the latest.
@@ -127,7 +135,7 @@ export function waitForReady(
       finish(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
     };
     const timer = setTimeout(() => {
-      finish(new Error(`dial timed out after ${timeoutMs} ms`));
+      finish(new DialError(`dial timed out after ${timeoutMs} ms`));
     }, timeoutMs);
     timer.unref();
     signal.addEventListener('abort', onAbort, { once: true });
@@ -144,7 +152,8 @@ export function waitForReady(
         return;
       }
       if (state === connectivityState.TRANSIENT_FAILURE && sawConnecting) {
-        finish(new Error(`could not connect to ${channel.getTarget()}`));
+        // The target reads "dns:host:port"; the operator wrote host:port.
+        finish(new DialError(`could not connect to ${channel.getTarget().replace(/^dns:/, '')}`));
         return;
       }
       if (state === connectivityState.CONNECTING) sawConnecting = true;

@@ -369,11 +369,30 @@ describe('gateway stream TLS', () => {
     expect(h.logs.lines.some((l) => l.level >= 50)).toBe(false);
   });
 
-  it('refuses a certificate it cannot verify, and keeps retrying', async () => {
+  it('refuses a certificate it cannot verify, says to set the CA, and keeps retrying', async () => {
     await using h = await startHarness({ tls: true, stream: { tls: true } });
     await h.clock.waitForSleep((ms) => ms === 100);
     expect(h.gateway.sessions()).toEqual([]);
     expect(h.stream.status()).toMatchObject({ state: 'backoff', consecutiveFailures: 1 });
+    expect(lostReason(h)).toMatch(
+      /^could not connect to .*: the TLS handshake with 127\.0\.0\.1:\d+ failed: the gateway's certificate is not trusted \(\w+\)\. Set gateway\.ca_cert_path to the CA bundle that signed it \(the system roots are in use\)$/,
+    );
+  });
+
+  it('says the TLS handshake failed against a plaintext gateway, and what to check', async () => {
+    await using h = await startHarness({ stream: { tls: true } });
+    await h.clock.waitForSleep((ms) => ms === 100);
+    const reason = lostReason(h);
+    expect(reason).toContain('the TLS handshake with 127.0.0.1:');
+    expect(reason).toContain('the server there does not speak TLS');
+    expect(reason).toContain('gateway.tls');
+    expect(reason).toContain('the port in gateway.address');
+  });
+
+  it('says to turn TLS on when a plaintext agent meets a TLS gateway', async () => {
+    await using h = await startHarness({ tls: true });
+    await h.clock.waitForSleep((ms) => ms === 100);
+    expect(lostReason(h)).toContain('speaks TLS but gateway.tls is false: set gateway.tls: true');
   });
 
   it('skips verification only when told to, and says so loudly', async () => {
@@ -406,6 +425,12 @@ describe('gateway stream on the system clock', () => {
     expect(h.stream.status().state).toBe('stopped');
   });
 });
+
+/** Why the first lost session was lost, as logged. */
+function lostReason(h: Harness): string {
+  const lost = h.logs.lines.find((l) => l.msg === 'gateway stream lost; reconnecting');
+  return String(lost?.['reason']);
+}
 
 /** The health of every heartbeat the gateway receives, in order. */
 function heartbeatsOf(h: Harness): { status: string; quarantinedMessages: string }[] {

@@ -5,7 +5,14 @@ import { getErrorMessage } from '../../shared/errors.js';
 import type { Service } from '../../shared/lifecycle/service.js';
 import { Backoff } from './backoff.js';
 import { AttemptLedger } from './delivery.js';
-import { createAgentClient, createCredentials, waitForReady, type DialOptions } from './dial.js';
+import {
+  createAgentClient,
+  createCredentials,
+  DialError,
+  waitForReady,
+  type DialOptions,
+} from './dial.js';
+import { explainDialFailure } from './dial-diagnosis.js';
 import { GatewayFatalError } from './errors.js';
 import type { AgentIdentity } from './handshake.js';
 import { notSupportedQueryHandler, Session, type SessionEnd } from './session.js';
@@ -238,11 +245,24 @@ export class GatewayStream implements Service, AsyncDisposable {
     } catch (err: unknown) {
       if (signal.aborted) return { kind: 'closed' };
       if (err instanceof GatewayFatalError) return { kind: 'fatal', error: err };
+      if (err instanceof DialError) return await this.#dialFailed(err, signal);
       return { kind: 'lost', reason: getErrorMessage(err), accepted: false };
     } finally {
       this.#session = undefined;
       client.close();
     }
+  }
+
+  /** grpc-js says only "could not connect": a TLS probe names the setting to check. */
+  async #dialFailed(err: DialError, signal: AbortSignal): Promise<SessionEnd> {
+    const explanation = await explainDialFailure(
+      this.#options,
+      this.#options.dialTimeoutMs,
+      signal,
+    );
+    if (signal.aborted) return { kind: 'closed' };
+    const reason = explanation === undefined ? err.message : `${err.message}: ${explanation}`;
+    return { kind: 'lost', reason, accepted: false };
   }
 
   #newSession(): Session {

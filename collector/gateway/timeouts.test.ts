@@ -153,6 +153,10 @@ describe('gateway stream timeouts', () => {
     });
     await stream.start(new AbortController().signal);
     await clock.waitForSleep((ms) => ms === 100);
+    const lost = logs.lines.find((l) => l.msg === 'gateway stream lost; reconnecting');
+    expect(lost?.['reason']).toBe(
+      `could not connect to 127.0.0.1:${String(address.port)}: connection refused by 127.0.0.1:${String(address.port)}: nothing listens there; check the host and port in gateway.address`,
+    );
     clock.advance(100);
     await clock.waitForSleep((ms) => ms === 200);
     await until(() => stream.status().consecutiveFailures === 2);
