@@ -291,10 +291,10 @@ export interface AgentHealth {
   droppedFuture: string;
   droppedRateLimited: string;
   /**
-   * Items the buffer set aside unread in its quarantine (a stored record that fails its
-   * checksum, or one the gateway could not decode): not delivered, not counted in
-   * dropped_messages. Cumulative since process start. Added by this agent; a gateway built from
-   * the Go agent's proto skips the unknown field.
+   * Items the buffer set aside in its quarantine instead of delivering them (a stored record
+   * that fails its checksum, or one the gateway could not decode); they are also counted in
+   * dropped_messages, so a gateway built from the Go agent's proto, which skips this unknown
+   * field, still sees them as lost. Cumulative since process start. Added by this agent.
    */
   quarantinedMessages: string;
 }
