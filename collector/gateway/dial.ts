@@ -105,9 +105,13 @@ export function createAgentClient(options: DialOptions, creds: ChannelCredential
 
 /** The channel did not become ready: the transport failed, or the dial timeout passed. */
 export class DialError extends Error {
-  constructor(message: string) {
+  /** `failed`: the transport failed at once (refused, TLS, HTTP/2); `timeout`: no answer. */
+  readonly kind: 'failed' | 'timeout';
+
+  constructor(kind: 'failed' | 'timeout', message: string) {
     super(message);
     this.name = 'DialError';
+    this.kind = kind;
   }
 }
 
@@ -135,7 +139,7 @@ export function waitForReady(
       finish(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
     };
     const timer = setTimeout(() => {
-      finish(new DialError(`dial timed out after ${timeoutMs} ms`));
+      finish(new DialError('timeout', `dial timed out after ${timeoutMs} ms`));
     }, timeoutMs);
     timer.unref();
     signal.addEventListener('abort', onAbort, { once: true });
@@ -153,7 +157,8 @@ export function waitForReady(
       }
       if (state === connectivityState.TRANSIENT_FAILURE && sawConnecting) {
         // The target reads "dns:host:port"; the operator wrote host:port.
-        finish(new DialError(`could not connect to ${channel.getTarget().replace(/^dns:/, '')}`));
+        const target = channel.getTarget().replace(/^dns:/, '');
+        finish(new DialError('failed', `could not connect to ${target}`));
         return;
       }
       if (state === connectivityState.CONNECTING) sawConnecting = true;

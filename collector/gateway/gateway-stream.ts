@@ -253,8 +253,15 @@ export class GatewayStream implements Service, AsyncDisposable {
     }
   }
 
-  /** grpc-js says only "could not connect": a TLS probe names the setting to check. */
+  /**
+   * grpc-js says only "could not connect": a TLS probe names the setting to check. A dial that
+   * timed out is not probed (a probe would wait as long again for the same silence).
+   */
   async #dialFailed(err: DialError, signal: AbortSignal): Promise<SessionEnd> {
+    if (err.kind === 'timeout') {
+      const reason = `${err.message}: nothing answered at ${this.#options.address}; check that it is reachable from this pod (network policy, firewall, egress proxy) and its port`;
+      return { kind: 'lost', reason, accepted: false };
+    }
     const explanation = await explainDialFailure(
       this.#options,
       this.#options.dialTimeoutMs,
