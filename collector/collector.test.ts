@@ -8,6 +8,7 @@ import {
   bufferPlacement,
   connectionState,
   GATEWAY_READY_GRACE_MS,
+  GATEWAY_STALL_REPORT_MS,
   gatewayHealth,
 } from './collector.js';
 import { queueHealth } from './health/queue-health.js';
@@ -31,6 +32,8 @@ function status(partial: Partial<StreamStatus>): StreamStatus {
     },
     notReadySince: undefined,
     lastHeartbeatAt: undefined,
+    stalledForMs: 0,
+    stallTimeoutMs: 30_000,
     ...partial,
   };
 }
@@ -44,6 +47,16 @@ describe('gateway readiness', () => {
     expect(late.state).toBe('unhealthy');
     expect(late.reason).toContain('3 consecutive failures');
     expect(gatewayHealth(status({ state: 'stopped' }), 0).state).toBe('unhealthy');
+  });
+
+  it('names a ready session that waits for the gateway without progress', () => {
+    expect(gatewayHealth(status({ stalledForMs: GATEWAY_STALL_REPORT_MS - 1 }), 0)).toEqual({
+      state: 'ok',
+    });
+    expect(gatewayHealth(status({ stalledForMs: 12_400 }), 0)).toEqual({
+      state: 'ok',
+      reason: 'connected, but no progress from the gateway for 12 s; the session ends at 30 s',
+    });
   });
 
   it('maps stream states to the connection-state gauge', () => {

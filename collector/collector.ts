@@ -11,7 +11,12 @@ import { getErrorMessage } from '../shared/errors.js';
 import type { Service } from '../shared/lifecycle/service.js';
 import { AGENT_VERSION } from '../shared/version.js';
 import { DurableBuffer } from './buffer/durable-buffer.js';
-import { GatewayStream, type StreamStatus } from './gateway/gateway-stream.js';
+import {
+  GatewayStream,
+  type GatewayStreamOptions,
+  type StreamStatus,
+} from './gateway/gateway-stream.js';
+import type { AgentIdentity } from './gateway/handshake.js';
 import {
   createHealthServer,
   type ComponentHealth,
@@ -58,6 +63,14 @@ export interface CollectorDeps {
   /** Defaults to a probe built from `kube`. */
   readonly cluster?: ClusterProbe;
   readonly clock?: Clock;
+  /**
+   * The stream's liveness timers (keepalive pings, stall timeout), for tests that need a dead
+   * gateway found in seconds. Not config keys: the defaults suit every gateway we know.
+   */
+  readonly streamTuning?: Pick<
+    GatewayStreamOptions,
+    'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
+  >;
 }
 
 export interface Collector {
@@ -152,10 +165,30 @@ export function createCollector(
     },
   });
   const capacityBytes = placement.maxMemoryBytes + placement.maxDiskBytes;
-  // Built after the stream, which routes ConfigUpdate ingest rules to it.
-  let podLogs: PodLogSource | undefined;
-  let ingestLimits: IngestLimits = DEFAULT_INGEST_LIMITS;
   const { gateway, collect } = config;
+  let ingestLimits: IngestLimits = DEFAULT_INGEST_LIMITS;
+
+  // Every data source, in start order; each writes into the buffer through the Sink contract.
+  const sources: Source[] = [];
+  let podLogs: PodLogSource | undefined;
+  const podLogCounters = registerPodLogMetrics(metrics.registry, () => podLogs);
+  if (collect.logs.enabled) {
+    podLogs = createPodLogSource(
+      { logs: collect.logs, identity, ingest: ingestLimits },
+      {
+        logger,
+        clock,
+        sink: buffer,
+        // The checkpoints advance only over batches the buffer has made durable or settled.
+        releases: buffer,
+        kube: kubePodLogAccess(deps.kube),
+        counters: podLogCounters,
+      },
+    );
+    sources.push(podLogs);
+  }
+  reportUnimplementedCollectors(collect, logger);
+
   const stream = new GatewayStream(
     {
       address: gateway.address,
@@ -174,17 +207,17 @@ export function createCollector(
         agentVersion: AGENT_VERSION,
         clusterId: identity.clusterId,
         agentId: identity.agentId,
-        capabilities: {
-          logs: collect.logs.enabled,
-          state: collect.state.enabled,
-          metrics: collect.metrics.enabled,
-        },
+        capabilities: advertisedCapabilities({ logs: podLogs !== undefined }),
       },
+      ...deps.streamTuning,
     },
     {
       logger,
       buffer,
       clock,
+      // Cumulative, as the Go agent reports them; the same counts /metrics shows.
+      sourceCounters: () => podLogCounters.ingestTotals(),
+      // quarantinedItems: the buffer's quarantine count, once BufferStats reports it.
       // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
       onConfigUpdate: (update) => {
         if (podLogs === undefined || update.config?.ingestRules === undefined) return;
@@ -194,24 +227,6 @@ export function createCollector(
     },
   );
 
-  // Every data source, in start order; each writes into the buffer through the Sink contract.
-  const sources: Source[] = [];
-  const podLogCounters = registerPodLogMetrics(metrics.registry, () => podLogs);
-  if (collect.logs.enabled) {
-    podLogs = createPodLogSource(
-      { logs: collect.logs, identity, ingest: ingestLimits },
-      {
-        logger,
-        clock,
-        sink: buffer,
-        // The checkpoints advance only over batches the buffer has made durable or settled.
-        releases: buffer,
-        kube: kubePodLogAccess(deps.kube),
-        counters: podLogCounters,
-      },
-    );
-    sources.push(podLogs);
-  }
   const lifecycle = lifecycleService();
   const cluster = deps.cluster ?? createClusterProbe(deps.kube);
   const checks: ReadinessCheck[] = [
@@ -250,6 +265,28 @@ export function createCollector(
   // its in-flight items, the buffer flushes to disk, and the health server goes last.
   const services: Service[] = [health, bufferService, stream, ...sources, lifecycle.service];
   return { services, stream, buffer, health, metrics, done: stream.done };
+}
+
+/**
+ * What the handshake's AgentCapabilities advertise: a payload kind only when this process
+ * produces it. A gateway routes config and expectations by these flags, so advertising a kind
+ * nothing produces (state and metrics, whose collectors are not in this version) would promise
+ * data that never comes.
+ */
+export function advertisedCapabilities(running: {
+  readonly logs: boolean;
+}): AgentIdentity['capabilities'] {
+  return { logs: running.logs, state: false, metrics: false };
+}
+
+/** Says once, at start, which enabled collectors this version does not have yet. */
+function reportUnimplementedCollectors(collect: Config['collect'], logger: Logger): void {
+  const missing = (['state', 'metrics'] as const).filter((kind) => collect[kind].enabled);
+  if (missing.length === 0) return;
+  logger.info(
+    { collectors: missing.map((kind) => `collect.${kind}`) },
+    'collectors enabled in the config but not part of this agent version: nothing collected, not advertised to the gateway',
+  );
 }
 
 /** The last service started and the first closed: /readyz says "shutting down" from then on. */
@@ -292,9 +329,24 @@ export function connectionState(status: StreamStatus): ConnectionState {
   }
 }
 
-/** Ready, or not ready for less than the grace period (a reconnect in progress). */
+/** A ready session waiting this long without progress is named in /readyz, before it ends. */
+export const GATEWAY_STALL_REPORT_MS = 5000;
+
+/**
+ * Ready, or not ready for less than the grace period (a reconnect in progress). A ready session
+ * that has waited for the gateway without progress is still ok (it ends itself at the stall
+ * timeout, then the grace applies), but the reason says so.
+ */
 export function gatewayHealth(status: StreamStatus, now: number): ComponentHealth {
-  if (status.state === 'ready') return { state: 'ok' };
+  if (status.state === 'ready') {
+    if (status.stalledForMs < GATEWAY_STALL_REPORT_MS) return { state: 'ok' };
+    const waited = Math.round(status.stalledForMs / 1000);
+    const limit = Math.round(status.stallTimeoutMs / 1000);
+    return {
+      state: 'ok',
+      reason: `connected, but no progress from the gateway for ${waited} s; the session ends at ${limit} s`,
+    };
+  }
   if (status.state === 'stopped') return { state: 'unhealthy', reason: 'gateway stream stopped' };
   const since = status.notReadySince ?? now;
   const seconds = Math.round((now - since) / 1000);

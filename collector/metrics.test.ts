@@ -68,4 +68,30 @@ describe('pod log metrics', () => {
     expect(text).toContain('kubexa_collector_log_dropped_lines_total{reason="rate_limited"} 2');
     expect(text).toContain('kubexa_collector_log_stream_errors_total{kind="forbidden"} 1');
   });
+
+  it('counts truncated lines, and keeps the cumulative totals the heartbeat reports', async () => {
+    const registry = new Registry();
+    const counters = registerPodLogMetrics(registry, () => undefined);
+    expect(counters.ingestTotals()).toEqual({
+      truncatedLines: 0,
+      droppedTooOld: 0,
+      droppedFuture: 0,
+      droppedRateLimited: 0,
+    });
+    counters.truncated(1);
+    counters.truncated(2);
+    counters.dropped('rate_limited', 5);
+    counters.dropped('too_old', 4);
+    counters.dropped('future', 3);
+    counters.dropped('rate_limited', 1);
+    const text = await registry.metrics();
+    expect(text).toContain('kubexa_collector_log_truncated_lines_total 3');
+    expect(text).toContain('kubexa_collector_log_dropped_lines_total{reason="rate_limited"} 6');
+    expect(counters.ingestTotals()).toEqual({
+      truncatedLines: 3,
+      droppedTooOld: 4,
+      droppedFuture: 3,
+      droppedRateLimited: 6,
+    });
+  });
 });

@@ -2,6 +2,7 @@
 // unused or duplicate metric is visible here. Names: kubexa_collector_<subject>_<unit>.
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { BufferStats, DropReason } from './buffer/types.js';
+import type { SourceCounters } from './gateway/types.js';
 
 /** Gateway connection states, exported as one gauge per state (1 for the current one). */
 export const CONNECTION_STATES = ['connecting', 'connected', 'backoff', 'stopped'] as const;
@@ -201,9 +202,23 @@ export interface PodLogMetrics {
   linesRead(count: number): void;
   bytesRead(count: number): void;
   dropped(reason: string, count: number): void;
+  /** Lines cut to max_line_bytes (forwarded, flagged truncated). */
+  truncated(count: number): void;
   reconnects(count: number): void;
   streamErrors(kind: string): void;
+  /**
+   * The same drops and truncations, cumulative since process start, for the gateway
+   * heartbeat: one count feeds both, so the heartbeat and /metrics cannot disagree.
+   */
+  ingestTotals(): SourceCounters;
 }
+
+/** The heartbeat field each pod-log drop reason adds to. */
+const HEARTBEAT_DROP_FIELDS: Readonly<Record<string, keyof SourceCounters>> = {
+  too_old: 'droppedTooOld',
+  future: 'droppedFuture',
+  rate_limited: 'droppedRateLimited',
+};
 
 /**
  * Registers the pod-log source's metrics on the collector's registry. `source` is read at
@@ -255,6 +270,17 @@ export function registerPodLogMetrics(
     labelNames: ['reason'],
     registers,
   });
+  const truncated = new Counter({
+    name: 'kubexa_collector_log_truncated_lines_total',
+    help: 'Log lines cut to max_line_bytes; they are forwarded, flagged truncated.',
+    registers,
+  });
+  const totals: Record<keyof SourceCounters, number> = {
+    truncatedLines: 0,
+    droppedTooOld: 0,
+    droppedFuture: 0,
+    droppedRateLimited: 0,
+  };
   const reconnects = new Counter({
     name: 'kubexa_collector_log_stream_reconnects_total',
     help: 'Follow streams reopened from their position after a cut.',
@@ -275,7 +301,14 @@ export function registerPodLogMetrics(
     },
     dropped: (reason, count) => {
       dropped.inc({ reason }, count);
+      const field = HEARTBEAT_DROP_FIELDS[reason];
+      if (field !== undefined) totals[field] += count;
     },
+    truncated: (count) => {
+      truncated.inc(count);
+      totals.truncatedLines += count;
+    },
+    ingestTotals: () => ({ ...totals }),
     reconnects: (count) => {
       reconnects.inc(count);
     },

@@ -103,6 +103,18 @@ export function createAgentClient(options: DialOptions, creds: ChannelCredential
   });
 }
 
+/** The channel did not become ready: the transport failed, or the dial timeout passed. */
+export class DialError extends Error {
+  /** `failed`: the transport failed at once (refused, TLS, HTTP/2); `timeout`: no answer. */
+  readonly kind: 'failed' | 'timeout';
+
+  constructor(kind: 'failed' | 'timeout', message: string) {
+    super(message);
+    this.name = 'DialError';
+    this.kind = kind;
+  }
+}
+
 /**
  * Connects the channel, failing on the first transport failure (refused, TLS error) instead
  * of letting grpc-js retry until the deadline, and after `timeoutMs` at the latest.
@@ -127,7 +139,7 @@ export function waitForReady(
       finish(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
     };
     const timer = setTimeout(() => {
-      finish(new Error(`dial timed out after ${timeoutMs} ms`));
+      finish(new DialError('timeout', `dial timed out after ${timeoutMs} ms`));
     }, timeoutMs);
     timer.unref();
     signal.addEventListener('abort', onAbort, { once: true });
@@ -144,7 +156,9 @@ export function waitForReady(
         return;
       }
       if (state === connectivityState.TRANSIENT_FAILURE && sawConnecting) {
-        finish(new Error(`could not connect to ${channel.getTarget()}`));
+        // The target reads "dns:host:port"; the operator wrote host:port.
+        const target = channel.getTarget().replace(/^dns:/, '');
+        finish(new DialError('failed', `could not connect to ${target}`));
         return;
       }
       if (state === connectivityState.CONNECTING) sawConnecting = true;

@@ -10,7 +10,9 @@ import {
   until,
 } from '../../test/helpers/gateway-harness.js';
 import { systemClock } from '../../shared/clock.js';
+import { itemBytes } from '../buffer/types.js';
 import { GatewayFatalError } from './errors.js';
+import type { Harness } from '../../test/helpers/gateway-harness.js';
 
 describe('gateway stream handshake', () => {
   it('connects, handshakes with identity and versions, and reports ready', async () => {
@@ -310,6 +312,7 @@ describe('gateway messages', () => {
           droppedFuture: 2,
           droppedRateLimited: 3,
         }),
+        quarantinedItems: () => 4,
       },
     });
     const beats: AgentMessage[] = [];
@@ -334,6 +337,7 @@ describe('gateway messages', () => {
       droppedTooOld: '1',
       droppedFuture: '2',
       droppedRateLimited: '3',
+      quarantinedMessages: '4',
     });
     expect(beats[0]?.meta).toMatchObject({ clusterId: TEST_CLUSTER, agentId: TEST_AGENT });
   });
@@ -369,11 +373,30 @@ describe('gateway stream TLS', () => {
     expect(h.logs.lines.some((l) => l.level >= 50)).toBe(false);
   });
 
-  it('refuses a certificate it cannot verify, and keeps retrying', async () => {
+  it('refuses a certificate it cannot verify, says to set the CA, and keeps retrying', async () => {
     await using h = await startHarness({ tls: true, stream: { tls: true } });
     await h.clock.waitForSleep((ms) => ms === 100);
     expect(h.gateway.sessions()).toEqual([]);
     expect(h.stream.status()).toMatchObject({ state: 'backoff', consecutiveFailures: 1 });
+    expect(lostReason(h)).toMatch(
+      /^could not connect to .*: the TLS handshake with 127\.0\.0\.1:\d+ failed: the gateway's certificate is not trusted \(\w+\)\. Set gateway\.ca_cert_path to the CA bundle that signed it \(the system roots are in use\)$/,
+    );
+  });
+
+  it('says the TLS handshake failed against a plaintext gateway, and what to check', async () => {
+    await using h = await startHarness({ stream: { tls: true } });
+    await h.clock.waitForSleep((ms) => ms === 100);
+    const reason = lostReason(h);
+    expect(reason).toContain('the TLS handshake with 127.0.0.1:');
+    expect(reason).toContain('the server there does not speak TLS');
+    expect(reason).toContain('gateway.tls');
+    expect(reason).toContain('the port in gateway.address');
+  });
+
+  it('says to turn TLS on when a plaintext agent meets a TLS gateway', async () => {
+    await using h = await startHarness({ tls: true });
+    await h.clock.waitForSleep((ms) => ms === 100);
+    expect(lostReason(h)).toContain('speaks TLS but gateway.tls is false: set gateway.tls: true');
   });
 
   it('skips verification only when told to, and says so loudly', async () => {
@@ -404,5 +427,132 @@ describe('gateway stream on the system clock', () => {
     await until(() => h.buffer.stats().inflight === 0, 'settled');
     await h.stream.close();
     expect(h.stream.status().state).toBe('stopped');
+  });
+});
+
+/** Why the first lost session was lost, as logged. */
+function lostReason(h: Harness): string {
+  const lost = h.logs.lines.find((l) => l.msg === 'gateway stream lost; reconnecting');
+  return String(lost?.['reason']);
+}
+
+/** The health of every heartbeat the gateway receives, in order. */
+function heartbeatsOf(h: Harness): { status: string; quarantinedMessages: string }[] {
+  const beats: { status: string; quarantinedMessages: string }[] = [];
+  h.gateway.events.on('message', (m) => {
+    if (m.payload?.$case === 'heartbeat' && m.payload.value.health) {
+      beats.push(m.payload.value.health);
+    }
+  });
+  return beats;
+}
+
+describe('gateway stream heartbeat status', () => {
+  // Four items held in flight (no acks) stay in the buffer's memory tier: their accounting
+  // bytes are what the buffer holds. Four equal items make a multiple of 4, so a capacity of
+  // exactly 5/4 of it puts the buffer at exactly 80 %.
+  const held = [1, 2, 3, 4].map((n) => stateItem(n));
+  const heldBytes = held.reduce((sum, item) => sum + itemBytes(item), 0);
+  const exactly80 = (heldBytes / 4) * 5;
+
+  async function statusWithCapacity(capacityBytes: number): Promise<string> {
+    await using h = await startHarness({
+      gateway: { holdAcks: true },
+      stream: { bufferCapacityBytes: capacityBytes, heartbeatIntervalMs: 5000 },
+    });
+    const beats = heartbeatsOf(h);
+    for (const item of held) h.buffer.enqueue(item);
+    await h.gateway.waitForStored('state', held.length);
+    const { memory, disk } = h.buffer.stats();
+    expect(memory.bytes + disk.bytes).toBe(heldBytes);
+    await h.clock.waitForSleep((ms) => ms === 5000);
+    h.clock.advance(5000);
+    await until(() => beats.length === 1, 'heartbeat');
+    return beats[0]?.status ?? '';
+  }
+
+  it('says overloaded once the buffer holds 80 % of its byte capacity', async () => {
+    expect(heldBytes % 4).toBe(0);
+    expect(0.8 * exactly80).toBe(heldBytes);
+    expect(await statusWithCapacity(exactly80)).toBe('overloaded');
+  });
+
+  it('says healthy just below 80 %', async () => {
+    // 80 % of this capacity is 1.6 bytes more than the buffer holds.
+    expect(await statusWithCapacity(exactly80 + 2)).toBe('healthy');
+  });
+});
+
+describe('gateway stream heartbeat interval', () => {
+  it('honours a 1 s heartbeat interval from the gateway, unclamped', async () => {
+    await using h = await startHarness();
+    const beats = heartbeatsOf(h);
+    const session = await h.gateway.waitForSession();
+    await until(() => h.stream.status().state === 'ready', 'ready');
+    h.gateway.sendConfigUpdate(session.sessionId, {
+      configVersion: 'hb-1',
+      config: {
+        logCollectors: [],
+        watchers: [],
+        metricScrapers: [],
+        heartbeatIntervalSec: 1,
+        batchSize: 0,
+        flushIntervalMs: 0,
+      },
+    });
+    await until(() => h.stream.settings.heartbeatIntervalMs === 1000, 'patched');
+    for (let n = 1; n <= 3; n++) {
+      await h.clock.waitForSleep((ms) => ms === 1000);
+      h.clock.advance(1000);
+      await until(() => beats.length === n, `heartbeat ${String(n)}`);
+    }
+    expect(h.logs.lines.some((l) => l.msg === 'gateway config update out of range: clamped')).toBe(
+      false,
+    );
+  });
+});
+
+describe('gateway stream liveness', () => {
+  it('ends a session whose gateway stops acking, requeues uncharged, and backs off as a failure', async () => {
+    await using h = await startHarness({
+      gateway: { holdAcks: true },
+      stream: { stallTimeoutMs: 20_000, healthySessionMs: 5000, redeliveryTimeoutMs: 60_000 },
+    });
+    for (let n = 1; n <= 3; n++) h.buffer.enqueue(stateItem(n));
+    await h.gateway.waitForStored('state', 3);
+    const first = await h.gateway.waitForSession();
+    h.gateway.forgetAcks(first.sessionId);
+    h.clock.advance(10_000);
+    await until(() => h.stream.status().stalledForMs === 10_000, 'stall visible in status');
+    expect(h.stream.status().state).toBe('ready');
+    h.clock.advance(10_000);
+    await h.clock.waitForSleep((ms) => ms === 100);
+    expect(h.stream.status()).toMatchObject({ state: 'backoff', consecutiveFailures: 1 });
+    const stalled = h.logs.lines.find((l) => l.msg === 'gateway stream stalled; reconnecting');
+    expect(stalled?.['reason']).toContain('3 items awaiting an ack');
+    expect(h.buffer.stats()).toMatchObject({ pending: 3, inflight: 0 });
+
+    // The second session stalls too: it lasted longer than healthySessionMs, yet the backoff
+    // grows, because a stalled session is a failure.
+    h.clock.advance(100);
+    const second = await h.gateway.waitForSession(
+      (s) => s.state === 'connected' && s.sessionId !== first.sessionId,
+    );
+    await until(() => h.gateway.store.duplicates === 3, 'resent');
+    h.gateway.forgetAcks(second.sessionId);
+    h.clock.advance(20_000);
+    await h.clock.waitForSleep((ms) => ms === 200);
+    expect(h.stream.status().consecutiveFailures).toBe(2);
+
+    // A gateway that acks again gets everything, once, and nothing was charged an attempt.
+    h.clock.advance(200);
+    const third = await h.gateway.waitForSession(
+      (s) => s.state === 'connected' && ![first.sessionId, second.sessionId].includes(s.sessionId),
+    );
+    await until(() => h.gateway.store.duplicates === 6, 'resent again');
+    h.gateway.releaseAcks(third.sessionId);
+    await until(() => h.buffer.stats().inflight === 0, 'settled');
+    expect(h.gateway.store.messageIds('state')).toEqual([1, 2, 3].map((n) => stateItem(n).id));
+    expect(h.stream.status().counters).toMatchObject({ redelivered: 0, droppedAttempts: 0 });
   });
 });

@@ -5,7 +5,14 @@ import { getErrorMessage } from '../../shared/errors.js';
 import type { Service } from '../../shared/lifecycle/service.js';
 import { Backoff } from './backoff.js';
 import { AttemptLedger } from './delivery.js';
-import { createAgentClient, createCredentials, waitForReady, type DialOptions } from './dial.js';
+import {
+  createAgentClient,
+  createCredentials,
+  DialError,
+  waitForReady,
+  type DialOptions,
+} from './dial.js';
+import { explainDialFailure } from './dial-diagnosis.js';
 import { GatewayFatalError } from './errors.js';
 import type { AgentIdentity } from './handshake.js';
 import { notSupportedQueryHandler, Session, type SessionEnd } from './session.js';
@@ -29,6 +36,11 @@ export interface GatewayStreamOptions extends DialOptions {
   /** A session that lasted this long resets the backoff. */
   readonly healthySessionMs?: number;
   readonly shutdownGraceMs?: number;
+  /**
+   * Items awaiting an Ack (or writes awaiting HTTP/2) with no progress for this long end the
+   * session, which is then treated as failed (backoff, no reset) and its items requeued.
+   */
+  readonly stallTimeoutMs?: number;
   /** Buffer capacity in bytes (memory + disk): heartbeats say "overloaded" at 80 %. */
   readonly bufferCapacityBytes?: number;
 }
@@ -40,6 +52,12 @@ export const DEFAULT_REDELIVERY_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_ATTEMPTS = 6;
 export const DEFAULT_HEALTHY_SESSION_MS = 30_000;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 5000;
+/**
+ * 30 s: a gateway acks within seconds, so half a minute without one for anything in flight
+ * means the session is dead; shorter than the 60 s redelivery timeout, so a dead session ends
+ * (uncharged) before its items are charged an attempt each.
+ */
+export const DEFAULT_STALL_TIMEOUT_MS = 30_000;
 /** From this many consecutive failures on, each one is logged as an error, not a warning. */
 const LOUD_FAILURE_COUNT = 10;
 const OVERLOADED_RATIO = 0.8;
@@ -61,6 +79,12 @@ export interface StreamStatus {
   readonly notReadySince: number | undefined;
   /** Clock time the last heartbeat was written; undefined before the first. */
   readonly lastHeartbeatAt: number | undefined;
+  /**
+   * While ready: how long the session has waited for the gateway without progress (acks, or
+   * writes taken by HTTP/2), 0 when it waits for nothing. The session ends at `stallTimeoutMs`.
+   */
+  readonly stalledForMs: number;
+  readonly stallTimeoutMs: number;
 }
 
 /**
@@ -96,6 +120,7 @@ export class GatewayStream implements Service, AsyncDisposable {
   #readySince: number | undefined;
   #notReadySince: number | undefined;
   #lastHeartbeatAt: number | undefined;
+  #session: Session | undefined;
   #run: Promise<void> | undefined;
   #closed: Promise<void> | undefined;
   #resolveDone!: () => void;
@@ -172,7 +197,13 @@ export class GatewayStream implements Service, AsyncDisposable {
       counters: { ...this.#counters },
       notReadySince: this.#notReadySince,
       lastHeartbeatAt: this.#lastHeartbeatAt,
+      stalledForMs: this.#state === 'ready' ? (this.#session?.progress().stalledForMs ?? 0) : 0,
+      stallTimeoutMs: this.#stallTimeoutMs,
     };
+  }
+
+  get #stallTimeoutMs(): number {
+    return this.#options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
   }
 
   async #loop(): Promise<void> {
@@ -189,11 +220,8 @@ export class GatewayStream implements Service, AsyncDisposable {
       if (end.kind === 'closed') return;
       if (end.kind === 'fatal') throw end.error;
       const lasted = this.#clock.now() - startedAt;
-      const healthy =
-        end.kind !== 'rejected' &&
-        (end.kind === 'shutdown' || end.accepted) &&
-        lasted >= (this.#options.healthySessionMs ?? DEFAULT_HEALTHY_SESSION_MS);
-      if (healthy) this.#backoff.reset();
+      const healthyMs = this.#options.healthySessionMs ?? DEFAULT_HEALTHY_SESSION_MS;
+      if (wasHealthy(end) && lasted >= healthyMs) this.#backoff.reset();
       const delayMs = this.#backoff.next();
       this.#logEnd(end, delayMs);
       this.#setState('backoff');
@@ -212,14 +240,36 @@ export class GatewayStream implements Service, AsyncDisposable {
       await waitForReady(client, this.#options.dialTimeoutMs, signal);
       if (signal.aborted) return { kind: 'closed' };
       this.#setState('handshaking');
-      return await this.#newSession().run(client, signal);
+      this.#session = this.#newSession();
+      return await this.#session.run(client, signal);
     } catch (err: unknown) {
       if (signal.aborted) return { kind: 'closed' };
       if (err instanceof GatewayFatalError) return { kind: 'fatal', error: err };
+      if (err instanceof DialError) return await this.#dialFailed(err, signal);
       return { kind: 'lost', reason: getErrorMessage(err), accepted: false };
     } finally {
+      this.#session = undefined;
       client.close();
     }
+  }
+
+  /**
+   * grpc-js says only "could not connect": a TLS probe names the setting to check. A dial that
+   * timed out is not probed (a probe would wait as long again for the same silence).
+   */
+  async #dialFailed(err: DialError, signal: AbortSignal): Promise<SessionEnd> {
+    if (err.kind === 'timeout') {
+      const reason = `${err.message}: nothing answered at ${this.#options.address}; check that it is reachable from this pod (network policy, firewall, egress proxy) and its port`;
+      return { kind: 'lost', reason, accepted: false };
+    }
+    const explanation = await explainDialFailure(
+      this.#options,
+      this.#options.dialTimeoutMs,
+      signal,
+    );
+    if (signal.aborted) return { kind: 'closed' };
+    const reason = explanation === undefined ? err.message : `${err.message}: ${explanation}`;
+    return { kind: 'lost', reason, accepted: false };
   }
 
   #newSession(): Session {
@@ -233,6 +283,7 @@ export class GatewayStream implements Service, AsyncDisposable {
         redeliveryTimeoutMs: this.#options.redeliveryTimeoutMs ?? DEFAULT_REDELIVERY_TIMEOUT_MS,
         maxAttempts: this.#options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
         shutdownGraceMs: this.#options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS,
+        stallTimeoutMs: this.#stallTimeoutMs,
       },
       {
         logger: this.#logger,
@@ -247,6 +298,7 @@ export class GatewayStream implements Service, AsyncDisposable {
           return memory.bytes + disk.bytes >= OVERLOADED_RATIO * capacity;
         },
         sourceCounters: this.#deps.sourceCounters,
+        quarantinedItems: this.#deps.quarantinedItems,
         onConfigUpdate: this.#deps.onConfigUpdate,
         queryHandler: this.#deps.queryHandler ?? notSupportedQueryHandler,
         onReady: ({ sessionId, deliveryAcks }) => {
@@ -272,6 +324,8 @@ export class GatewayStream implements Service, AsyncDisposable {
       this.#logger.warn(facts, 'gateway rejected the handshake; retrying');
     } else if (end.kind === 'shutdown') {
       this.#logger.warn(facts, 'gateway stream shut down by the gateway; reconnecting');
+    } else if (end.kind === 'stalled') {
+      this.#logger.warn(facts, 'gateway stream stalled; reconnecting');
     } else {
       this.#logger.warn(facts, 'gateway stream lost; reconnecting');
     }
@@ -281,5 +335,22 @@ export class GatewayStream implements Service, AsyncDisposable {
     if (state === 'ready') this.#notReadySince = undefined;
     else if (this.#state === 'ready') this.#notReadySince = this.#clock.now();
     this.#state = state;
+  }
+}
+
+/**
+ * Whether a session may reset the backoff (if it also lasted long enough): only one the gateway
+ * accepted and that did not die of a stall. A rejected handshake, a session that never got an
+ * answer, and a stalled one are failures however long they took.
+ */
+function wasHealthy(end: Exclude<SessionEnd, { kind: 'closed' | 'fatal' }>): boolean {
+  switch (end.kind) {
+    case 'shutdown':
+      return true;
+    case 'lost':
+      return end.accepted;
+    case 'rejected':
+    case 'stalled':
+      return false;
   }
 }

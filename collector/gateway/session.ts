@@ -16,6 +16,7 @@ import { getErrorMessage } from '../../shared/errors.js';
 import { chargeSessionEnd, type AttemptLedger, InflightWindow, toError } from './delivery.js';
 import type { AgentClient, ConnectCall } from './dial.js';
 import { GatewayFatalError } from './errors.js';
+import { ProgressWatch } from './liveness.js';
 import {
   buildHandshake,
   evaluateHandshake,
@@ -31,6 +32,8 @@ export type SessionEnd =
   | { readonly kind: 'lost'; readonly reason: string; readonly accepted: boolean }
   | { readonly kind: 'rejected'; readonly reason: string }
   | { readonly kind: 'shutdown'; readonly reason: string }
+  /** Accepted, then no progress (acks, or writes taken by HTTP/2) for the stall timeout. */
+  | { readonly kind: 'stalled'; readonly reason: string }
   | { readonly kind: 'fatal'; readonly error: GatewayFatalError }
   | { readonly kind: 'closed' };
 
@@ -42,6 +45,21 @@ export interface SessionOptions {
   readonly maxAttempts: number;
   /** How long a Shutdown waits for outstanding acks before half-closing. */
   readonly shutdownGraceMs: number;
+  /**
+   * Work outstanding (items awaiting an Ack, writes awaiting HTTP/2) with no progress for this
+   * long ends the session: the call may look open, but the gateway is not there.
+   */
+  readonly stallTimeoutMs: number;
+}
+
+/** What the session is waiting for, for readiness and status. */
+export interface SessionProgress {
+  /** Items sent and awaiting the gateway's Ack (delivery_acks sessions). */
+  readonly awaitingAck: number;
+  /** Writes handed to the call and not yet taken by HTTP/2. */
+  readonly awaitingWrite: number;
+  /** The longer of the two waits without progress, in ms; 0 when nothing waits. */
+  readonly stalledForMs: number;
 }
 
 export interface SessionContext {
@@ -53,6 +71,7 @@ export interface SessionContext {
   readonly ledger: AttemptLedger;
   readonly isOverloaded: () => boolean;
   readonly sourceCounters: (() => SourceCounters) | undefined;
+  readonly quarantinedItems: (() => number) | undefined;
   readonly onConfigUpdate: ((update: ConfigUpdate) => void) | undefined;
   readonly queryHandler: QueryHandler;
   /** Called once the handshake is accepted. */
@@ -84,6 +103,8 @@ export class Session {
   readonly #options: SessionOptions;
   readonly #ctx: SessionContext;
   readonly #window = new InflightWindow();
+  readonly #acks = new ProgressWatch();
+  readonly #writes = new ProgressWatch();
   readonly #controller = new AbortController();
   readonly #settingsChanged = new Wakeup();
   readonly #throttleChanged = new Wakeup();
@@ -102,6 +123,16 @@ export class Session {
   constructor(options: SessionOptions, ctx: SessionContext) {
     this.#options = options;
     this.#ctx = ctx;
+  }
+
+  /** What the session waits for right now. */
+  progress(): SessionProgress {
+    const now = this.#ctx.clock.now();
+    return {
+      awaitingAck: this.#acks.outstanding,
+      awaitingWrite: this.#writes.outstanding,
+      stalledForMs: Math.max(this.#acks.waitingFor(now), this.#writes.waitingFor(now)),
+    };
   }
 
   /** Runs the session to its end. Never throws: every outcome is a SessionEnd. */
@@ -244,7 +275,7 @@ export class Session {
     this.#ctx.onReady({ sessionId: outcome.sessionId, deliveryAcks: outcome.deliveryAcks });
     this.#spawn('drain', () => this.#drainLoop());
     this.#spawn('heartbeat', () => this.#heartbeatLoop());
-    if (this.#deliveryAcks) this.#spawn('redelivery', () => this.#sweepLoop());
+    this.#spawn('sweep', () => this.#sweepLoop());
   }
 
   /** Runs a loop; its failure ends the session (abort on session end is the normal exit). */
@@ -294,6 +325,7 @@ export class Session {
     if (!this.#deliveryAcks) return;
     const settled = this.#window.remove(ids);
     if (settled.length === 0) return;
+    this.#acks.settle(settled.length, this.#ctx.clock.now());
     this.#ctx.buffer.ack(settled);
     this.#ctx.ledger.forget(settled);
     this.#ctx.counters.settled += settled.length;
@@ -415,7 +447,9 @@ export class Session {
   async #sendItem(id: string, payload: Uint8Array): Promise<void> {
     const { buffer, counters, ledger } = this.#ctx;
     if (this.#deliveryAcks) {
-      this.#window.add(id, this.#ctx.clock.now());
+      const now = this.#ctx.clock.now();
+      this.#window.add(id, now);
+      this.#acks.add(1, now);
       await this.#write(payload);
     } else {
       // Without acks, the hand-off to HTTP/2 is the best evidence of delivery we get.
@@ -490,6 +524,7 @@ export class Session {
             droppedTooOld: String(sources?.droppedTooOld ?? 0),
             droppedFuture: String(sources?.droppedFuture ?? 0),
             droppedRateLimited: String(sources?.droppedRateLimited ?? 0),
+            quarantinedMessages: String(this.#ctx.quarantinedItems?.() ?? 0),
           },
         },
       },
@@ -502,7 +537,10 @@ export class Session {
     return 'healthy';
   }
 
-  /** Returns items whose Ack is overdue to the buffer, charging each one attempt. */
+  /**
+   * Every flush interval: returns items whose Ack is overdue to the buffer (charging each one
+   * attempt), and ends the session when nothing it waits for has moved for the stall timeout.
+   */
   async #sweepLoop(): Promise<void> {
     const signal = this.#controller.signal;
     for (;;) {
@@ -511,20 +549,42 @@ export class Session {
         this.#ctx.settings.flushIntervalMs,
         signal,
       );
-      const overdue = this.#window.expired(
-        this.#ctx.clock.now(),
-        this.#options.redeliveryTimeoutMs,
-      );
-      if (overdue.length === 0) continue;
-      this.#window.remove(overdue);
-      this.#ctx.ledger.charge(overdue);
-      this.#ctx.buffer.requeue(overdue);
-      this.#ctx.counters.redelivered += overdue.length;
-      this.#ctx.logger.warn(
-        { items: overdue.length },
-        'no ack in time: items queued for redelivery',
-      );
+      if (this.#deliveryAcks) this.#redeliverOverdue();
+      if (this.#endIfStalled()) return;
     }
+  }
+
+  #redeliverOverdue(): void {
+    const overdue = this.#window.expired(this.#ctx.clock.now(), this.#options.redeliveryTimeoutMs);
+    if (overdue.length === 0) return;
+    this.#window.remove(overdue);
+    // Given up on, not progress: a dead session must not look alive because items were returned.
+    this.#acks.drop(overdue.length);
+    this.#ctx.ledger.charge(overdue);
+    this.#ctx.buffer.requeue(overdue);
+    this.#ctx.counters.redelivered += overdue.length;
+    this.#ctx.logger.warn({ items: overdue.length }, 'no ack in time: items queued for redelivery');
+  }
+
+  /**
+   * A call can look open long after the gateway is gone (it ended the call without us seeing
+   * it, a proxy froze, its server stopped reading while HTTP/2 still answers pings). Work
+   * outstanding with no progress for the stall timeout ends the session; teardown returns the
+   * unsettled items uncharged (the items are not at fault) and the stream reconnects.
+   */
+  #endIfStalled(): boolean {
+    const { awaitingAck, awaitingWrite, stalledForMs } = this.progress();
+    const limitMs = this.#options.stallTimeoutMs;
+    if (stalledForMs < limitMs) return false;
+    const waiting = [
+      awaitingAck > 0 ? `${awaitingAck} items awaiting an ack` : '',
+      awaitingWrite > 0 ? `${awaitingWrite} writes the gateway has not read` : '',
+    ].filter((part) => part !== '');
+    this.#finish({
+      kind: 'stalled',
+      reason: `no progress from the gateway for ${Math.round(stalledForMs / 1000)} s (${waiting.join(', ')}): the session is dead although the call looks open`,
+    });
+    return true;
   }
 
   /**
@@ -538,7 +598,11 @@ export class Session {
     const call = this.#call;
     const signal = this.#controller.signal;
     if (!call || signal.aborted) throw toError(signal.reason ?? new Error('session ended'));
-    const hasRoom = call.write(bytes, onWritten);
+    this.#writes.add(1, this.#ctx.clock.now());
+    const hasRoom = call.write(bytes, (err: Error | null | undefined) => {
+      this.#writes.settle(1, this.#ctx.clock.now());
+      onWritten?.(err);
+    });
     if (!hasRoom) await once(call, 'drain', { signal });
   }
 }

@@ -37,18 +37,22 @@ describe('applySettingsPatch', () => {
     expect(applySettingsPatch(settings, undefined)).toEqual({ changed: {}, clamped: [] });
   });
 
-  it('clamps a heartbeat interval to [5 s, 1 h]: a huge one never becomes a 1 ms timer', () => {
+  it('clamps a heartbeat interval to at most 1 h: a huge one never becomes a 1 ms timer', () => {
     const settings = current();
     const huge = applySettingsPatch(settings, snapshot({ heartbeatIntervalSec: 2 ** 31 - 1 }));
     expect(settings.heartbeatIntervalMs).toBe(3_600_000);
     expect(huge.clamped).toEqual([
       { setting: 'heartbeatIntervalMs', requested: (2 ** 31 - 1) * 1000, applied: 3_600_000 },
     ]);
-    const tiny = applySettingsPatch(settings, snapshot({ heartbeatIntervalSec: 1 }));
-    expect(settings.heartbeatIntervalMs).toBe(5000);
-    expect(tiny.clamped).toEqual([
-      { setting: 'heartbeatIntervalMs', requested: 1000, applied: 5000 },
-    ]);
+  });
+
+  it('honours a 1 s heartbeat, the shortest the wire can ask for, as the Go agent does', () => {
+    const settings = current();
+    expect(applySettingsPatch(settings, snapshot({ heartbeatIntervalSec: 1 }))).toEqual({
+      changed: { heartbeatIntervalMs: 1000 },
+      clamped: [],
+    });
+    expect(settings.heartbeatIntervalMs).toBe(1000);
   });
 
   it('clamps flush_interval_ms to [100 ms, 1 h]', () => {

@@ -16,11 +16,13 @@ export type SettingsChange = Partial<StreamSettings>;
  * The range a gateway ConfigUpdate may set each setting to. A value outside it is clamped, not
  * refused: the gateway's intent (faster, slower, bigger) is kept, but a heartbeat can never be
  * written every millisecond (Node turns a timer above 2^31-1 ms into 1 ms), nor a batch grow
- * without bound.
+ * without bound. The heartbeat's floor is 1 s, the smallest interval the wire can express
+ * (`heartbeat_interval_sec`): the Go agent honours 1 s, and a gateway that asks for it declares
+ * an agent dead after a few missed seconds, so it must get what it asked for.
  */
 export const SETTINGS_BOUNDS: Readonly<Record<keyof StreamSettings, { min: number; max: number }>> =
   {
-    heartbeatIntervalMs: { min: 5_000, max: 3_600_000 },
+    heartbeatIntervalMs: { min: 1_000, max: 3_600_000 },
     batchSize: { min: 1, max: 10_000 },
     flushIntervalMs: { min: 100, max: 3_600_000 },
   };

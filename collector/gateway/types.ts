@@ -53,6 +53,11 @@ export interface GatewayStreamDeps {
   /** [0, 1), for backoff jitter. */
   readonly random?: () => number;
   readonly sourceCounters?: () => SourceCounters;
+  /**
+   * Items the buffer has set aside in its quarantine (cumulative), for the heartbeat's
+   * `quarantined_messages`; 0 without it. The hook for the buffer's `stats().quarantined`.
+   */
+  readonly quarantinedItems?: () => number;
   /** The rest of a ConfigUpdate (ingest rules, watchers, collectors): applied by its owners. */
   readonly onConfigUpdate?: (update: ConfigUpdate) => void;
   readonly queryHandler?: QueryHandler;

@@ -1,12 +1,13 @@
-// A TCP proxy in front of the test API server, so a test can break the network path the way a
-// load balancer or a node's conntrack does: cut() resets every open connection, freeze() stops
-// forwarding on them without closing (a half-open connection). New connections pass normally.
+// A TCP proxy in front of a test server (the test API server, a gateway), so a test can break
+// the network path the way a load balancer or a node's conntrack does: cut() resets every open
+// connection, freeze() stops forwarding on them without closing (a half-open connection). New
+// connections pass normally.
 import { createServer, connect, type Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 
-export interface TcpProxy {
-  /** A KubeConfig like the given one whose current cluster goes through the proxy. */
-  readonly kubeConfig: KubeConfig;
+export interface TcpForwarder {
+  /** The proxy's port on 127.0.0.1. */
+  readonly port: number;
   /** Connections currently open through the proxy. */
   open(): number;
   /** Destroys every open connection on both sides. */
@@ -16,13 +17,16 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(kc: KubeConfig): Promise<TcpProxy> {
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new Error('the kubeconfig has no current cluster');
-  const upstream = new URL(cluster.server);
+export interface TcpProxy extends Omit<TcpForwarder, 'port'> {
+  /** A KubeConfig like the given one whose current cluster goes through the proxy. */
+  readonly kubeConfig: KubeConfig;
+}
+
+/** Forwards 127.0.0.1:<port> to host:port. */
+export async function startTcpForwarder(host: string, port: number): Promise<TcpForwarder> {
   const pairs = new Set<{ client: Socket; server: Socket }>();
   const proxy = createServer((client) => {
-    const server = connect(Number(upstream.port || 443), upstream.hostname);
+    const server = connect(port, host);
     const pair = { client, server };
     pairs.add(pair);
     client.pipe(server);
@@ -38,19 +42,8 @@ export async function startTcpProxy(kc: KubeConfig): Promise<TcpProxy> {
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   const address = proxy.address();
   if (address === null || typeof address === 'string') throw new Error('proxy has no port');
-  const via = new KubeConfig();
-  via.loadFromOptions({
-    clusters: kc.clusters.map((c) =>
-      c.name === cluster.name
-        ? { ...c, server: `${upstream.protocol}//127.0.0.1:${String(address.port)}` }
-        : c,
-    ),
-    users: kc.users,
-    contexts: kc.contexts,
-    currentContext: kc.currentContext,
-  });
   return {
-    kubeConfig: via,
+    port: address.port,
     open: () => pairs.size,
     cut() {
       for (const { client, server } of pairs) {
@@ -78,5 +71,34 @@ export async function startTcpProxy(kc: KubeConfig): Promise<TcpProxy> {
         });
       });
     },
+  };
+}
+
+export async function startTcpProxy(kc: KubeConfig): Promise<TcpProxy> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error('the kubeconfig has no current cluster');
+  const upstream = new URL(cluster.server);
+  const forwarder = await startTcpForwarder(upstream.hostname, Number(upstream.port || 443));
+  const via = new KubeConfig();
+  via.loadFromOptions({
+    clusters: kc.clusters.map((c) =>
+      c.name === cluster.name
+        ? { ...c, server: `${upstream.protocol}//127.0.0.1:${String(forwarder.port)}` }
+        : c,
+    ),
+    users: kc.users,
+    contexts: kc.contexts,
+    currentContext: kc.currentContext,
+  });
+  return {
+    kubeConfig: via,
+    open: () => forwarder.open(),
+    cut: () => {
+      forwarder.cut();
+    },
+    freeze: () => {
+      forwarder.freeze();
+    },
+    close: () => forwarder.close(),
   };
 }

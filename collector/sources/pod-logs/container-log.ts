@@ -38,6 +38,8 @@ export interface ContainerLogOptions {
   readonly maxBatchBytes: number;
   readonly nowMs: number;
   readonly onDrop: (reason: DropReason) => void;
+  /** A line was cut to max_line_bytes (or by the reader); counted once, when first read. */
+  readonly onTruncated?: () => void;
 }
 
 /** A batch ready to enqueue (only batches with at least one entry are). */
@@ -172,6 +174,7 @@ export class ContainerLog {
       return;
     }
     this.#readThrough = position;
+    if (line.truncated) this.#options.onTruncated?.();
     if (line.raw === '' && !line.truncated) {
       this.#extendBatchEnd(position);
       return;

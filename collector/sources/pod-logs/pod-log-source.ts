@@ -73,6 +73,8 @@ export interface PodLogCounters {
   linesRead(count: number): void;
   bytesRead(count: number): void;
   dropped(reason: DropReason, count: number): void;
+  /** Lines cut to max_line_bytes (forwarded, flagged truncated). */
+  truncated(count: number): void;
   reconnects(count: number): void;
   streamErrors(kind: string): void;
 }
@@ -81,6 +83,7 @@ export const noopPodLogCounters: PodLogCounters = {
   linesRead: () => undefined,
   bytesRead: () => undefined,
   dropped: () => undefined,
+  truncated: () => undefined,
   reconnects: () => undefined,
   streamErrors: () => undefined,
 };
@@ -299,6 +302,9 @@ export function createPodLogSource(
       nowMs: clock.now(),
       onDrop: (reason) => {
         counters.dropped(reason, 1);
+      },
+      onTruncated: () => {
+        counters.truncated(1);
       },
     });
     logs.set(key, log);
