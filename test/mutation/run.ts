@@ -9,6 +9,7 @@
 //   npm run test:mutation -- --ci            the quick subset CI runs (ci: true)
 //   npm run test:mutation -- --area buffer   one area; ids as arguments pick single mutations
 //   npm run test:mutation -- --check         only checks that every original text is found
+//   npm run test:mutation -- --list <file>   another list (a module exporting MUTATIONS)
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import {
   copyFileSync,
@@ -24,9 +25,8 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Mutation } from './mutation.js';
-import { MUTATIONS } from './mutations.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** A mutation that makes its tests hang counts as caught once this passes. */
@@ -52,6 +52,8 @@ interface Options {
   readonly check: boolean;
   readonly areas: readonly string[];
   readonly ids: readonly string[];
+  /** A module exporting MUTATIONS; mutations.ts by default. */
+  readonly list: string | undefined;
 }
 
 function parseArgs(argv: readonly string[]): Options {
@@ -59,21 +61,23 @@ function parseArgs(argv: readonly string[]): Options {
   const ids: string[] = [];
   let ci = false;
   let check = false;
+  let list: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
     if (arg === '--ci') ci = true;
     else if (arg === '--check') check = true;
+    else if (arg === '--list') list = argv[++i];
     else if (arg === '--area') areas.push(argv[++i] ?? '');
     else if (arg.startsWith('--')) throw new Error(`unknown option ${arg}`);
     else ids.push(arg);
   }
-  return { ci, check, areas, ids };
+  return { ci, check, areas, ids, list };
 }
 
-function select(options: Options): Mutation[] {
-  const unknown = options.ids.filter((id) => !MUTATIONS.some((m) => m.id === id));
+function select(all: readonly Mutation[], options: Options): Mutation[] {
+  const unknown = options.ids.filter((id) => !all.some((m) => m.id === id));
   if (unknown.length > 0) throw new Error(`no mutation with id ${unknown.join(', ')}`);
-  return MUTATIONS.filter(
+  return all.filter(
     (m) =>
       (!options.ci || m.ci === true) &&
       (options.areas.length === 0 || options.areas.includes(m.area)) &&
@@ -260,12 +264,16 @@ function printTable(rows: readonly Row[]): void {
 
 async function main(): Promise<number> {
   const options = parseArgs(process.argv.slice(2));
+  const listPath = options.list ?? join(root, 'test', 'mutation', 'mutations.ts');
+  const { MUTATIONS } = (await import(pathToFileURL(listPath).href)) as {
+    MUTATIONS: readonly Mutation[];
+  };
   const ids = new Set<string>();
   for (const m of MUTATIONS) {
     if (ids.has(m.id)) throw new Error(`mutation id ${m.id} is listed twice`);
     ids.add(m.id);
   }
-  const selected = select(options);
+  const selected = select(MUTATIONS, options);
   if (selected.length === 0) throw new Error('no mutation selected');
 
   const rows: Row[] = [];
