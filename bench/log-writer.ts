@@ -1,7 +1,7 @@
 // A rate-limited log writer, run as its own process by the pod-logs-e2e bench so its CPU is
 // nobody's figure: appends CRI lines (`<RFC3339Nano> stdout F <message>\n`) to a file that kwok
-// follows, at a fixed rate, in small writes every TICK_MS, until SIGTERM; then prints
-// `{"written":N}` and exits. Every line the API server returns for it (`<timestamp> <message>\n`)
+// follows, at a fixed rate, in small writes every TICK_MS, from when it prints `{"started":true}`
+// until SIGTERM; then prints `{"written":N}` and exits. Every line the API server returns for it (`<timestamp> <message>\n`)
 // is `lineBytes` long.
 //
 //   node --import tsx bench/log-writer.ts <file> <lines per second> <line bytes> <tag>
@@ -34,6 +34,7 @@ function line(seq: number, ms: number): string {
 }
 
 const started = performance.now();
+process.stdout.write(`${JSON.stringify({ started: true })}\n`);
 const timer = setInterval(() => {
   if (stopping) return;
   const due = Math.floor(((performance.now() - started) / 1000) * linesPerSecond);

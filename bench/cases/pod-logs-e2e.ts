@@ -391,12 +391,12 @@ async function until(done: () => boolean, ms: number, what: string): Promise<voi
   }
 }
 
-/** The rate-limited writer (bench/log-writer.ts) in its own process. */
-function startWriter(
+/** The rate-limited writer (bench/log-writer.ts) in its own process, once it writes. */
+async function startWriter(
   file: string,
   linesPerSecond: number,
   tag: string,
-): { stop(): Promise<number> } {
+): Promise<{ stop(): Promise<number> }> {
   const child = spawn(
     process.execPath,
     [
@@ -411,15 +411,25 @@ function startWriter(
     { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   running.add(child);
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const exited = once(child, 'exit').finally(() => running.delete(child));
+  // 'close', not 'exit': the last stdout line has been read by then.
+  const exited = once(child, 'close').finally(() => running.delete(child));
+  let written: number | undefined;
+  const started = new Promise<void>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const said = JSON.parse(line) as { started?: boolean; written?: number };
+      if (said.started === true) resolve();
+      if (said.written !== undefined) written = said.written;
+    });
+    void exited.then(() => {
+      reject(new Error('the log writer exited before it started'));
+    });
+  });
+  await started;
   return {
     async stop() {
       child.kill('SIGTERM');
       await exited;
-      const written = (JSON.parse(out || '{}') as { written?: number }).written;
-      if (written === undefined) throw new Error(`the log writer said ${JSON.stringify(out)}`);
+      if (written === undefined) throw new Error('the log writer did not say what it wrote');
       return written;
     },
   };
@@ -427,10 +437,9 @@ function startWriter(
 
 /**
  * Follow reads of every container of `namespace` through PodLogHttp by a client that only
- * counts newlines. `sinceTime` skips what earlier rounds wrote. `firstAt` is when the first
- * chunk arrived.
+ * counts newlines. `first` is when the first chunk arrived.
  */
-function bareFollow(kc: KubeConfig, namespace: string, sinceTime?: Date) {
+function bareFollow(kc: KubeConfig, namespace: string) {
   const reader = new PodLogHttp(kc);
   const stop = new AbortController();
   let lines = 0;
@@ -445,7 +454,6 @@ function bareFollow(kc: KubeConfig, namespace: string, sinceTime?: Date) {
           pod: `app-${String(p)}`,
           container: 'c0',
           follow: true,
-          ...(sinceTime ? { sinceTime } : {}),
         },
         stop.signal,
         (chunk) => {
@@ -505,10 +513,12 @@ async function bareAtRate(
   tag: string,
   measure: boolean,
 ) {
-  const reads = bareFollow(kc, namespace, new Date());
+  // Emptied while no one reads it: each round's reads start at its first line.
+  writeFileSync(file, '');
+  const reads = bareFollow(kc, namespace);
   try {
     await sleep(1000); // the follow requests are open before the first line is written
-    const writer = startWriter(file, TARGET_RATE / PODS, tag);
+    const writer = await startWriter(file, TARGET_RATE / PODS, tag);
     await sleep(WARMUP_MS);
     const from = mark(reads.lines(), benchCpuSeconds());
     await sleep(measure ? WINDOW_MS : 1000);
@@ -751,7 +761,7 @@ export const podLogsE2eBench: BenchCase = {
             measure: boolean,
           ): Promise<CollectorReading> => {
             const before = counted.entries();
-            const writer = startWriter(collectorFile, TARGET_RATE / PODS, tag);
+            const writer = await startWriter(collectorFile, TARGET_RATE / PODS, tag);
             await sleep(WARMUP_MS);
             resetPeakRss(collector.pid);
             const from = mark(counted.entries(), cpuSeconds(collector.pid));
