@@ -13,7 +13,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: [
-            '{shared,collector,executor,demo-gateway,proto,cli,test/helpers,test/component}/**/*.test.ts',
+            '{shared,collector,executor,demo-gateway,proto,cli,bench,test/helpers,test/mutation,test/component}/**/*.test.ts',
           ],
           testTimeout: 20_000,
         },

@@ -1,47 +1,36 @@
 // `npm run bench`: runs every case in CASES, prints each figure beside its same-run baseline
-// and the ratio, and exits non-zero if a target is missed. Bounded: each case is sized to run
-// in seconds, and the whole run is aborted after RUN_LIMIT_MS.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// and the ratio, and exits non-zero if a target is missed. Each case's figures and detail lines
+// go to bench/results/<case>.json, from which `npm run bench:readme` writes the README's table;
+// the table is printed at the end too. Bounded: the whole run is aborted after RUN_LIMIT_MS.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bufferBench } from './cases/buffer.js';
 import { podLogsE2eBench } from './cases/pod-logs-e2e.js';
 import { podLogsBench } from './cases/pod-logs.js';
 import { streamBench } from './cases/stream.js';
-import type { BenchCase, BenchResult } from './types.js';
+import {
+  CASE_ORDER,
+  consoleLine,
+  readReport,
+  renderMarkdown,
+  resultsDir,
+  verdict,
+  type CaseReport,
+} from './report.js';
+import type { BenchCase } from './types.js';
 
 const CASES: readonly BenchCase[] = [bufferBench, streamBench, podLogsBench, podLogsE2eBench];
-// The pod-logs-e2e case starts a test cluster and collector processes: about a minute of this.
-const RUN_LIMIT_MS = 180_000;
+// The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this.
+const RUN_LIMIT_MS = 600_000;
 
-/** Whole numbers, but a small figure (µs, a few %) keeps one decimal. */
-const fmt = (n: number): string =>
-  (Math.abs(n) < 10 ? n.toFixed(1) : Math.round(n).toLocaleString('en-US')).padStart(11);
-
-function print(result: BenchResult): boolean {
-  const ratio = result.itemsPerSecond / result.baselineItemsPerSecond;
-  const floor = result.targetItemsPerSecond;
-  const ceiling = result.targetAtMost;
-  const met =
-    (floor === undefined || result.itemsPerSecond >= floor) &&
-    (ceiling === undefined || result.itemsPerSecond <= ceiling);
-  const verdict = met ? 'met' : 'MISSED';
-  const targetText =
-    (floor === undefined ? '' : `  target ${fmt(floor).trim()}: ${verdict}`) +
-    (ceiling === undefined ? '' : `  target <= ${fmt(ceiling).trim()}: ${verdict}`);
-  const unit = result.unit ?? 'items/s';
-  process.stdout.write(
-    `${result.name.padEnd(40)} ${fmt(result.itemsPerSecond)} ${unit} | ` +
-      `${result.baselineName}: ${fmt(result.baselineItemsPerSecond)} ${unit} | ` +
-      `ratio ${ratio.toFixed(2)}${targetText}\n`,
-  );
-  return met;
-}
+if (CASES.map((c) => c.name).join() !== CASE_ORDER.join())
+  throw new Error('bench/report.ts CASE_ORDER must list the cases of run.ts in order');
 
 async function main(): Promise<void> {
   let current: string | undefined;
   const watchdog = setTimeout(() => {
-    process.stderr.write(`bench exceeded ${RUN_LIMIT_MS} ms\n`);
+    process.stderr.write(`bench exceeded ${String(RUN_LIMIT_MS)} ms\n`);
     // Registered last, so it runs after the case's own exit handler (which stops what the case
     // started, from files in this directory).
     process.once('exit', () => {
@@ -53,17 +42,50 @@ async function main(): Promise<void> {
   let allMet = true;
   // `npm run bench -- pod-logs stream` runs just the named cases.
   const only = process.argv.slice(2);
+  const unknown = only.filter((name) => !CASES.some((c) => c.name === name));
+  if (unknown.length > 0) throw new Error(`no bench case ${unknown.join(', ')}`);
   const selected = only.length === 0 ? CASES : CASES.filter((c) => only.includes(c.name));
+  mkdirSync(resultsDir, { recursive: true });
   for (const benchCase of selected) {
     const dir = mkdtempSync(join(tmpdir(), `kubexa-bench-${benchCase.name}-`));
     current = dir;
+    const details: string[] = [];
+    const loadStart = loadavg()[0] ?? 0;
     try {
       process.stdout.write(`# ${benchCase.name}\n`);
-      for (const result of await benchCase.run({ dir })) allMet = print(result) && allMet;
+      const results = await benchCase.run({
+        dir,
+        log(line) {
+          details.push(line);
+          process.stdout.write(`  ${line}\n`);
+        },
+      });
+      for (const result of results) {
+        process.stdout.write(`${consoleLine(result)}\n`);
+        if (verdict(result) === 'MISSED') allMet = false;
+      }
+      const report: CaseReport = {
+        case: benchCase.name,
+        measuredAt: new Date().toISOString(),
+        node: process.version,
+        cpus: cpus().length,
+        loadAverage: { start: loadStart, end: loadavg()[0] ?? 0 },
+        details,
+        results,
+      };
+      writeFileSync(
+        join(resultsDir, `${benchCase.name}.json`),
+        `${JSON.stringify(report, null, 2)}\n`,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }
+  const reports = CASE_ORDER.map(readReport).filter((r) => r !== undefined);
+  process.stdout.write(
+    `\nREADME table (bench/results/*.json; \`npm run bench:readme\` writes it):\n\n` +
+      `${renderMarkdown(reports)}\n`,
+  );
   if (!allMet) process.exitCode = 1;
 }
 

@@ -15,6 +15,8 @@ export interface BenchResult {
 export interface BenchContext {
   /** A fresh directory for this case's files, removed afterwards. */
   readonly dir: string;
+  /** Prints a line of detail (per-round figures) and keeps it in the case's results file. */
+  readonly log: (line: string) => void;
 }
 
 /** A benchmark case. New cases are added to the list in run.ts. */
@@ -25,3 +27,9 @@ export interface BenchCase {
 
 /** Items per second of `count` items done in `ms` milliseconds. */
 export const rate = (count: number, ms: number): number => (count * 1000) / Math.max(ms, 1e-3);
+
+/** The middle value (the upper one of an even count). */
+export const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
+};

@@ -1,20 +1,24 @@
 // Buffer spill and replay of 200-byte items, each beside bare better-sqlite3 doing the least it
-// could do for the same job on the same machine, in the same run.
+// could do for the same job on the same machine, in the same run: one unmeasured warm-up round
+// of each, then ROUNDS rounds alternating baseline and buffer, median of each.
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { pino } from 'pino';
 import { DurableBuffer } from '../../collector/buffer/durable-buffer.js';
 import type { BufferItem } from '../../collector/buffer/types.js';
-import { rate, type BenchCase, type BenchContext, type BenchResult } from '../types.js';
+import { median, rate, type BenchCase, type BenchContext, type BenchResult } from '../types.js';
 
 const ITEMS = 200_000;
+const WARMUP_ITEMS = 20_000;
+const ROUNDS = 3;
 const PAYLOAD_BYTES = 200;
 const BATCH = 500;
 
-function items(): BufferItem[] {
+function items(count: number): BufferItem[] {
   const payload = Buffer.alloc(PAYLOAD_BYTES, 0x61);
-  return Array.from({ length: ITEMS }, (_, i) => ({
+  return Array.from({ length: count }, (_, i) => ({
     id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
     kind: 'log' as const,
     payload,
@@ -93,31 +97,45 @@ function measureBaseline(dir: string, input: readonly BufferItem[]) {
 export const bufferBench: BenchCase = {
   name: 'buffer',
   async run({ dir }: BenchContext): Promise<BenchResult[]> {
-    const input = items();
-    const baseline = measureBaseline(dir, input);
-    const buffer = await measureBuffer(dir, input);
+    const round = (name: string): string => {
+      const path = join(dir, name);
+      mkdirSync(path);
+      return path;
+    };
+    const warmup = items(WARMUP_ITEMS);
+    measureBaseline(round('warmup-baseline'), warmup);
+    await measureBuffer(round('warmup-buffer'), warmup);
+    const input = items(ITEMS);
+    const baselines: ReturnType<typeof measureBaseline>[] = [];
+    const buffers: Awaited<ReturnType<typeof measureBuffer>>[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      baselines.push(measureBaseline(round(`baseline-${String(r)}`), input));
+      buffers.push(await measureBuffer(round(`buffer-${String(r)}`), input));
+    }
     const insertBaseline = 'bare inserts, one transaction';
     const selectBaseline = 'bare SELECT ORDER BY seq';
+    const insertRate = median(baselines.map((b) => b.insert));
+    const selectRate = median(baselines.map((b) => b.select));
     return [
       {
         name: 'buffer spill (items written to SQLite)',
-        itemsPerSecond: buffer.spill,
+        itemsPerSecond: median(buffers.map((b) => b.spill)),
         baselineName: insertBaseline,
-        baselineItemsPerSecond: baseline.insert,
+        baselineItemsPerSecond: insertRate,
         targetItemsPerSecond: 50_000,
       },
       {
         name: 'buffer replay (take after restart)',
-        itemsPerSecond: buffer.take,
+        itemsPerSecond: median(buffers.map((b) => b.take)),
         baselineName: selectBaseline,
-        baselineItemsPerSecond: baseline.select,
+        baselineItemsPerSecond: selectRate,
         targetItemsPerSecond: 100_000,
       },
       {
         name: 'buffer replay + ack (drain)',
-        itemsPerSecond: buffer.drain,
+        itemsPerSecond: median(buffers.map((b) => b.drain)),
         baselineName: selectBaseline,
-        baselineItemsPerSecond: baseline.select,
+        baselineItemsPerSecond: selectRate,
       },
     ];
   },

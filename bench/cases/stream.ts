@@ -20,7 +20,7 @@ import type { BufferItem } from '../../collector/buffer/types.js';
 import { GatewayStream } from '../../collector/gateway/gateway-stream.js';
 import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
 import { AgentMessage, LogBatch, LogEntry } from '../../proto/index.js';
-import { rate, type BenchCase, type BenchContext, type BenchResult } from '../types.js';
+import { median, rate, type BenchCase, type BenchContext, type BenchResult } from '../types.js';
 
 const ITEMS = 40_000;
 const ROUNDS = 3;
@@ -184,11 +184,6 @@ async function measureRawStream(): Promise<number> {
     server.forceShutdown();
   }
 }
-
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? 0;
-};
 
 export const streamBench: BenchCase = {
   name: 'stream',

@@ -81,6 +81,26 @@ describe('health server', () => {
     });
   });
 
+  it('is not ready while a component is only degraded', async () => {
+    const { health } = await start([
+      { name: 'buffer', health: () => ({ state: 'degraded', reason: 'spill file 91 % full' }) },
+      { name: 'stream', health: () => ({ state: 'ok' }) },
+    ]);
+    const response = await health('/readyz');
+    expect(response.status).toBe(503);
+    expect(await response.json()).toMatchObject({
+      status: 'degraded',
+      components: { buffer: { status: 'degraded', reason: 'spill file 91 % full' } },
+    });
+  });
+
+  it('answers ?verbose=false as tersely as no query', async () => {
+    const { health } = await start([{ name: 'stream', health: () => ({ state: 'ok' }) }]);
+    const response = await health('/readyz?verbose=false');
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'ok', timestamp: '2026-01-02T03:04:05.000Z' });
+  });
+
   it('refuses other methods with 405 and an Allow header', async () => {
     const { health, metrics } = await start([]);
     for (const response of [
