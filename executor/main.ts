@@ -7,7 +7,10 @@ import { loadConfig } from '../shared/config/load-config.js';
 import { getErrorMessage } from '../shared/errors.js';
 import { startServices } from '../shared/lifecycle/service.js';
 import { createLogger } from '../shared/logging/create-logger.js';
-import { enabledGates } from './guard/enabled-gates.js';
+import { systemClock } from '../shared/clock.js';
+import { createCommandGuard } from './guard/authorize-command.js';
+import { enabledGateNames, enabledGates } from './guard/enabled-gates.js';
+import { createCommandVerifier, loadCommandKeys } from './guard/verify-command.js';
 import { createExecutorServer } from './server/executor-server.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
@@ -17,6 +20,9 @@ const DEFAULT_SOCKET_PATH = '/run/kubexa/executor.sock';
 const SHUTDOWN_TIMEOUT_MS = 20_000;
 
 async function main(): Promise<void> {
+  // Owner-only by default: nothing the executor creates is ever readable or writable by another
+  // user until it sets a wider mode on purpose (the socket and the minted token).
+  process.umask(0o077);
   const { values: args } = parseArgs({
     options: { config: { type: 'string', default: DEFAULT_CONFIG_PATH } },
     strict: true,
@@ -38,13 +44,29 @@ async function main(): Promise<void> {
     nodeOps: Gate.GATE_NODE_OPS,
     mutate: Gate.GATE_MUTATE,
   });
+  const guard = createCommandGuard(
+    createCommandVerifier({
+      keys: loadCommandKeys(config.security.command_keys),
+      clock: systemClock,
+    }),
+    enabledGateNames(config),
+  );
+  if (config.security.command_keys.length === 0 && gates.length > 0) {
+    logger.warn(
+      { configPath },
+      'security.command_keys is empty: every privileged request will be refused (SIGNATURE_INVALID)',
+    );
+  }
+  const sharedGid = parseGid(process.env['KUBEXA_SHARED_GID']);
   const stop = new AbortController();
   const closeAll = await startServices(
     [
       createExecutorServer(
         {
           socketPath: process.env['KUBEXA_EXECUTOR_SOCKET'] ?? DEFAULT_SOCKET_PATH,
+          ...(sharedGid === undefined ? {} : { socketGroup: sharedGid }),
           enabledGates: gates,
+          guard,
           shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
         },
         { logger },
@@ -68,6 +90,16 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/** KUBEXA_SHARED_GID: the group given access to the socket and the minted token. */
+function parseGid(text: string | undefined): number | undefined {
+  if (text === undefined || text === '') return undefined;
+  const gid = Number(text);
+  if (!Number.isInteger(gid) || gid < 0) {
+    throw new Error(`KUBEXA_SHARED_GID must be a numeric group id, got ${JSON.stringify(text)}`);
+  }
+  return gid;
 }
 
 main().catch((err: unknown) => {
