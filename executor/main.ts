@@ -1,16 +1,20 @@
 // Composition root of the executor process: reads argv/env, loads the config file, starts the
 // Unix-socket server, and stops on SIGTERM/SIGINT within the shutdown timeout.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parseArgs } from 'node:util';
 import { Gate } from '../proto/index.js';
 import { loadConfig } from '../shared/config/load-config.js';
 import { getErrorMessage } from '../shared/errors.js';
 import { startServices } from '../shared/lifecycle/service.js';
 import { createLogger } from '../shared/logging/create-logger.js';
+import type { Logger } from 'pino';
 import { systemClock } from '../shared/clock.js';
 import { createCommandGuard } from './guard/authorize-command.js';
 import { enabledGateNames, enabledGates } from './guard/enabled-gates.js';
 import { createCommandVerifier, loadCommandKeys } from './guard/verify-command.js';
+import { createTokenMinter } from './identity/token-minter.js';
 import { createExecutorServer } from './server/executor-server.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
@@ -58,9 +62,11 @@ async function main(): Promise<void> {
     );
   }
   const sharedGid = parseGid(process.env['KUBEXA_SHARED_GID']);
+  const minter = collectorTokenMinter(sharedGid, logger);
   const stop = new AbortController();
   const closeAll = await startServices(
     [
+      ...(minter === undefined ? [] : [minter]),
       createExecutorServer(
         {
           socketPath: process.env['KUBEXA_EXECUTOR_SOCKET'] ?? DEFAULT_SOCKET_PATH,
@@ -90,6 +96,42 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/** Where the in-cluster ServiceAccount files are (the executor's own projected token). */
+const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/**
+ * The collector's token minter, when the chart asks for one (KUBEXA_COLLECTOR_TOKEN_DIR): the
+ * executor's own in-cluster identity mints the collector's ServiceAccount token.
+ */
+function collectorTokenMinter(sharedGid: number | undefined, logger: Logger) {
+  const env = process.env;
+  const tokenDir = env['KUBEXA_COLLECTOR_TOKEN_DIR'];
+  if (tokenDir === undefined || tokenDir === '') return undefined;
+  const required = (name: string) => {
+    const value = env[name];
+    if (value === undefined || value === '') {
+      throw new Error(
+        `${name} must be set when KUBEXA_COLLECTOR_TOKEN_DIR is (the chart sets both)`,
+      );
+    }
+    return value;
+  };
+  const kube = new KubeConfig();
+  kube.loadFromCluster();
+  return createTokenMinter(
+    {
+      serviceAccount: required('KUBEXA_COLLECTOR_SERVICE_ACCOUNT'),
+      namespace: required('KUBEXA_POD_NAMESPACE'),
+      podName: required('KUBEXA_POD_NAME'),
+      nodeName: required('KUBEXA_NODE_NAME'),
+      tokenDir,
+      ...(sharedGid === undefined ? {} : { readerGroup: sharedGid }),
+      caCert: readFileSync(join(SERVICE_ACCOUNT_DIR, 'ca.crt'), 'utf8'),
+    },
+    { core: kube.makeApiClient(CoreV1Api), clock: systemClock, logger },
+  );
 }
 
 /** KUBEXA_SHARED_GID: the group given access to the socket and the minted token. */

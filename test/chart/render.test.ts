@@ -395,8 +395,8 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
         value: 'kubexa-agent',
       });
       expect(env).toContainEqual({
-        name: 'KUBEXA_POD_UID',
-        valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } },
+        name: 'KUBEXA_NODE_NAME',
+        valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } },
       });
       // Both ServiceAccounts refuse automounting on their own as well.
       for (const sa of objects.filter((o) => o.kind === 'ServiceAccount')) {
