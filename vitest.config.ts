@@ -1,9 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
-// Four projects, all run by `npm test`:
+// Five projects, all run by `npm test`:
 //   unit        pure logic and components on real sockets and temp dirs, colocated *.test.ts
 //   chart       the real helm binaries over the chart (test/chart)
 //   integration the real API server harness, started once for the run (test/integration)
+//   security    identities, socket and leak checks (test/security; real API server too)
 //   e2e         the demo gateway's web UI in headless Chromium (test/e2e; needs `chromium`)
 export default defineConfig({
   test: {
@@ -31,6 +32,18 @@ export default defineConfig({
           include: ['test/integration/**/*.test.ts'],
           globalSetup: ['./test/cluster/global-setup.ts'],
           // One shared cluster on two cores: files run one after another, each in its own namespace.
+          fileParallelism: false,
+          testTimeout: 150_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          // npm run test:security runs this project together with the security-relevant files
+          // of the unit and chart projects (package.json).
+          name: 'security',
+          include: ['test/security/**/*.test.ts'],
+          globalSetup: ['./test/cluster/global-setup.ts'],
           fileParallelism: false,
           testTimeout: 150_000,
           hookTimeout: 120_000,

@@ -1,13 +1,20 @@
 // Composition root of the executor process: reads argv/env, loads the config file, starts the
 // Unix-socket server, and stops on SIGTERM/SIGINT within the shutdown timeout.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parseArgs } from 'node:util';
 import { Gate } from '../proto/index.js';
 import { loadConfig } from '../shared/config/load-config.js';
 import { getErrorMessage } from '../shared/errors.js';
 import { startServices } from '../shared/lifecycle/service.js';
 import { createLogger } from '../shared/logging/create-logger.js';
-import { enabledGates } from './guard/enabled-gates.js';
+import type { Logger } from 'pino';
+import { systemClock } from '../shared/clock.js';
+import { createCommandGuard } from './guard/authorize-command.js';
+import { enabledGateNames, enabledGates } from './guard/enabled-gates.js';
+import { createCommandVerifier, loadCommandKeys } from './guard/verify-command.js';
+import { createTokenMinter } from './identity/token-minter.js';
 import { createExecutorServer } from './server/executor-server.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
@@ -17,6 +24,9 @@ const DEFAULT_SOCKET_PATH = '/run/kubexa/executor.sock';
 const SHUTDOWN_TIMEOUT_MS = 20_000;
 
 async function main(): Promise<void> {
+  // Owner-only by default: nothing the executor creates is ever readable or writable by another
+  // user until it sets a wider mode on purpose (the socket and the minted token).
+  process.umask(0o077);
   const { values: args } = parseArgs({
     options: { config: { type: 'string', default: DEFAULT_CONFIG_PATH } },
     strict: true,
@@ -38,13 +48,31 @@ async function main(): Promise<void> {
     nodeOps: Gate.GATE_NODE_OPS,
     mutate: Gate.GATE_MUTATE,
   });
+  const guard = createCommandGuard(
+    createCommandVerifier({
+      keys: loadCommandKeys(config.security.command_keys),
+      clock: systemClock,
+    }),
+    enabledGateNames(config),
+  );
+  if (config.security.command_keys.length === 0 && gates.length > 0) {
+    logger.warn(
+      { configPath },
+      'security.command_keys is empty: every privileged request will be refused (SIGNATURE_INVALID)',
+    );
+  }
+  const sharedGid = parseGid(process.env['KUBEXA_SHARED_GID']);
+  const minter = collectorTokenMinter(sharedGid, logger);
   const stop = new AbortController();
   const closeAll = await startServices(
     [
+      ...(minter === undefined ? [] : [minter]),
       createExecutorServer(
         {
           socketPath: process.env['KUBEXA_EXECUTOR_SOCKET'] ?? DEFAULT_SOCKET_PATH,
+          ...(sharedGid === undefined ? {} : { socketGroup: sharedGid }),
           enabledGates: gates,
+          guard,
           shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
         },
         { logger },
@@ -68,6 +96,52 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/** Where the in-cluster ServiceAccount files are (the executor's own projected token). */
+const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/**
+ * The collector's token minter, when the chart asks for one (KUBEXA_COLLECTOR_TOKEN_DIR): the
+ * executor's own in-cluster identity mints the collector's ServiceAccount token.
+ */
+function collectorTokenMinter(sharedGid: number | undefined, logger: Logger) {
+  const env = process.env;
+  const tokenDir = env['KUBEXA_COLLECTOR_TOKEN_DIR'];
+  if (tokenDir === undefined || tokenDir === '') return undefined;
+  const required = (name: string) => {
+    const value = env[name];
+    if (value === undefined || value === '') {
+      throw new Error(
+        `${name} must be set when KUBEXA_COLLECTOR_TOKEN_DIR is (the chart sets both)`,
+      );
+    }
+    return value;
+  };
+  const kube = new KubeConfig();
+  kube.loadFromCluster();
+  return createTokenMinter(
+    {
+      serviceAccount: required('KUBEXA_COLLECTOR_SERVICE_ACCOUNT'),
+      namespace: required('KUBEXA_POD_NAMESPACE'),
+      podName: required('KUBEXA_POD_NAME'),
+      nodeName: required('KUBEXA_NODE_NAME'),
+      tokenDir,
+      ...(sharedGid === undefined ? {} : { readerGroup: sharedGid }),
+      caCert: readFileSync(join(SERVICE_ACCOUNT_DIR, 'ca.crt'), 'utf8'),
+    },
+    { core: kube.makeApiClient(CoreV1Api), clock: systemClock, logger },
+  );
+}
+
+/** KUBEXA_SHARED_GID: the group given access to the socket and the minted token. */
+function parseGid(text: string | undefined): number | undefined {
+  if (text === undefined || text === '') return undefined;
+  const gid = Number(text);
+  if (!Number.isInteger(gid) || gid < 0) {
+    throw new Error(`KUBEXA_SHARED_GID must be a numeric group id, got ${JSON.stringify(text)}`);
+  }
+  return gid;
 }
 
 main().catch((err: unknown) => {

@@ -1,5 +1,7 @@
 // The single import surface for generated protobuf code: nothing else imports proto/gen.
 export {
+  AuthorizeCommandRequest,
+  AuthorizeCommandResponse,
   ExecutorServiceClient,
   ExecutorServiceService,
   GetCapabilitiesRequest,
@@ -7,6 +9,7 @@ export {
   type ExecutorServiceServer,
   Gate,
 } from './gen/executor/v1/executor.js';
+export { CommandTarget, Refusal, RefusalCode, SignedCommand } from './gen/executor/v1/command.js';
 
 // Gateway <-> collector contract (agent.v1, common.v1): wire-compatible with the Go agent.
 export {

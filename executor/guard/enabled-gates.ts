@@ -2,6 +2,7 @@
 // the executor's answer to "what may I do"; nothing the collector sends changes it.
 import type { Gate } from '../../proto/index.js';
 import type { Config } from '../../shared/config/schema.js';
+import type { GateName } from './authorize-command.js';
 
 /** Proto gate values, named so this file reads without the generated enum's numbers. */
 export interface GateValues {
@@ -20,5 +21,15 @@ export function enabledGates(
   if (config.exec.node.enabled) enabled.push(gates.nodeShell);
   if (config.mutate.node.enabled) enabled.push(gates.nodeOps);
   if (config.mutate.enabled) enabled.push(gates.mutate);
+  return enabled;
+}
+
+/** The same answer as guard gate names, for the command guard. */
+export function enabledGateNames(config: Pick<Config, 'exec' | 'mutate'>): ReadonlySet<GateName> {
+  const enabled = new Set<GateName>();
+  if (config.exec.pod.enabled) enabled.add('podExec');
+  if (config.exec.node.enabled) enabled.add('nodeShell');
+  if (config.mutate.node.enabled) enabled.add('nodeOps');
+  if (config.mutate.enabled) enabled.add('mutate');
   return enabled;
 }

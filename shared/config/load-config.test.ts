@@ -11,6 +11,7 @@ describe('loadConfig: defaults', () => {
       address: 'gw.example:443',
       tls: true,
       insecure_skip_verify: false,
+      allow_insecure: false,
       ca_cert_path: '',
       reconnect_initial_delay: 1_000,
       reconnect_max_delay: 15_000,

@@ -154,7 +154,11 @@ function normalizeExecPod(pod: RawConfig['exec']['pod']) {
 
 /** The transform at the end of ConfigSchema. */
 export function normalizeConfig(raw: RawConfig) {
-  const state = normalizeState(raw.collect.state);
+  // security.profile strict: Secret values never leave the cluster, whatever redact_secrets says.
+  const strict = raw.security.profile === 'strict';
+  const state = normalizeState(
+    strict ? { ...raw.collect.state, redact_secrets: true } : raw.collect.state,
+  );
   return {
     ...raw,
     collect: {
@@ -166,7 +170,7 @@ export function normalizeConfig(raw: RawConfig) {
         exclude_namespaces: cleanList(raw.collect.events.exclude_namespaces),
       },
     },
-    query: normalizeQuery(raw.query, state),
+    query: normalizeQuery(strict ? { ...raw.query, redact_secrets: true } : raw.query, state),
     mutate: {
       ...raw.mutate,
       rules: withIds(raw.mutate.rules, 'mutate').map((rule) => ({

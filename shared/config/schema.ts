@@ -111,6 +111,11 @@ function gatewaySection({ requireGatewayCredentials }: SchemaOptions) {
       tls: flag(true),
       /** Development only; warned at startup. */
       insecure_skip_verify: flag(false),
+      /**
+       * The operator's acknowledgement of tls=false or insecure_skip_verify=true. The chart
+       * refuses either without it; security.profile strict refuses all three.
+       */
+      allow_insecure: flag(false),
       ca_cert_path: text(),
       reconnect_initial_delay: duration('1s', { positive: true }),
       reconnect_max_delay: duration('15s', { positive: true }),
@@ -486,6 +491,50 @@ const LogSection = z.object({
 });
 
 // ---------------------------------------------------------------------------------------------
+// security
+
+export const SECURITY_PROFILES = ['default', 'strict'] as const;
+
+/** One public key the executor accepts signed commands from (docs/security.md). */
+const CommandKey = z.object({
+  /** The JWS "kid" that selects this key. */
+  id: text(),
+  /** Ed25519 public key, PEM (SPKI). */
+  public_key: text(),
+});
+
+const SecuritySection = z
+  .object({
+    /**
+     * default: the seed's behaviour. strict: Secret values redacted everywhere, Secrets read as
+     * metadata only, every insecure gateway transport option refused.
+     */
+    profile: z.enum(SECURITY_PROFILES).default('default'),
+    /** Keys the executor verifies signed commands with; several during a rotation. */
+    command_keys: z.array(CommandKey).default([]),
+  })
+  .superRefine(
+    (security, ctx) => {
+      const seen = new Set<string>();
+      security.command_keys.forEach((key, index) => {
+        if (key.id.trim() === '') {
+          adder(ctx)(['command_keys', String(index), 'id'], 'must not be empty: the JWS kid');
+        } else if (seen.has(key.id)) {
+          adder(ctx)(['command_keys', String(index), 'id'], `repeats the id "${key.id}"`);
+        }
+        seen.add(key.id);
+        if (!key.public_key.includes('BEGIN PUBLIC KEY')) {
+          adder(ctx)(
+            ['command_keys', String(index), 'public_key'],
+            'must be an Ed25519 public key in PEM (-----BEGIN PUBLIC KEY-----)',
+          );
+        }
+      });
+    },
+    whenValid(['command_keys']),
+  );
+
+// ---------------------------------------------------------------------------------------------
 // root
 
 function configObjectSchema(options: SchemaOptions) {
@@ -501,7 +550,19 @@ function configObjectSchema(options: SchemaOptions) {
         buffer: BufferSection.prefault({}),
         observability: ObservabilitySection.prefault({}),
         log: LogSection.prefault({}),
+        security: SecuritySection.prefault({}),
       })
+      .superRefine(
+        ({ security, gateway }, ctx) => {
+          if (security.profile !== 'strict') return;
+          const add = adder(ctx);
+          const why = 'is refused by security.profile strict: connect over verified TLS';
+          if (!gateway.tls) add(['gateway', 'tls'], why);
+          if (gateway.insecure_skip_verify) add(['gateway', 'insecure_skip_verify'], why);
+          if (gateway.allow_insecure) add(['gateway', 'allow_insecure'], why);
+        },
+        whenValid(['security', 'profile'], ['gateway']),
+      )
       // Cross-section rules run as soon as the sections they read are valid, so one pass reports
       // them alongside type errors elsewhere.
       .superRefine(

@@ -1,7 +1,35 @@
 // What each rbac.* gate must grant, written out independently of the templates, so a template
 // change that widens or narrows a grant fails the chart tests and the RBAC matrix alike.
 // Grants are "group/resource:verb" ("" is the core group), as grants() in helm.ts produces.
-import type { GateValues } from './helm.js';
+import type { GateValues, Values } from './helm.js';
+
+type Feature = 'exec' | 'nodeShell' | 'nodeOps' | 'write';
+
+/**
+ * The privileged features the executor implements, as the chart's kubexa.implementedFeatures
+ * lists them. A gate for any other feature is refused, or (with RENDER_UNIMPLEMENTED) renders
+ * the executor without the gate's RBAC. Empty today: no privileged feature exists yet.
+ */
+export const IMPLEMENTED_FEATURES: readonly Feature[] = [];
+
+/** Values that let a gate whose feature is not implemented render (identity and socket tests). */
+export const RENDER_UNIMPLEMENTED: Values = { executor: { renderUnimplemented: true } };
+
+/** The gates that really grant RBAC: on, and implemented. */
+export function grantingGates(gates: GateValues): GateValues {
+  const on = (feature: Feature) =>
+    gates[feature] === true && IMPLEMENTED_FEATURES.includes(feature);
+  return {
+    exec: on('exec'),
+    nodeShell: on('nodeShell'),
+    nodeOps: on('nodeOps'),
+    write: on('write'),
+    ...(gates.readAll === undefined ? {} : { readAll: gates.readAll }),
+  };
+}
+
+/** The executor's only grant of its own: the collector's token, by TokenRequest. */
+export const TOKEN_MINTER_GRANT = '/serviceaccounts/token:create';
 
 function expand(group: string, resources: readonly string[], verbs: readonly string[]): string[] {
   return resources.flatMap((resource) => verbs.map((verb) => `${group}/${resource}:${verb}`));
@@ -71,7 +99,8 @@ export const NODE_SHELL_ROLE_GRANTS = [
   ...expand('', ['pods/exec'], ['get', 'create']),
 ];
 
-export function expectedExecutorClusterGrants(gates: GateValues): Set<string> {
+export function expectedExecutorClusterGrants(asked: GateValues): Set<string> {
+  const gates = grantingGates(asked);
   return new Set([
     ...(gates.exec ? EXECUTOR_CLUSTER_GRANTS.exec : []),
     ...(gates.nodeOps ? EXECUTOR_CLUSTER_GRANTS.nodeOps : []),

@@ -21,8 +21,11 @@ import {
   DANGEROUS_SUBRESOURCES,
   executorEnabled,
   expectedExecutorClusterGrants,
+  grantingGates,
   MUTATING_VERBS,
   NODE_SHELL_ROLE_GRANTS,
+  RENDER_UNIMPLEMENTED,
+  TOKEN_MINTER_GRANT,
 } from './rbac-expectations.js';
 
 interface Container {
@@ -81,10 +84,12 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
 
   const renderWith = (values: Values, args: readonly string[] = []) =>
     render(helm, { values, args });
+  /** A render with privileged gates on, before their features exist (see RENDER_UNIMPLEMENTED). */
+  const renderGated = (values: Values) => renderWith({ ...values, ...RENDER_UNIMPLEMENTED });
 
   describe('gates matrix', () => {
     it.each(GATE_MATRIX)('rbac $name: each gate adds exactly its rules', async ({ rbac }) => {
-      const objects = await renderWith({ rbac });
+      const objects = await renderGated({ rbac });
       const hasExecutor = executorEnabled(rbac);
 
       // The collector's ClusterRole: read verbs only, whatever the gates say.
@@ -127,9 +132,22 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
       expect(executorObjects.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(
         expect.arrayContaining([
           'ServiceAccount/kubexa-agent-executor',
-          'Secret/kubexa-agent-executor-token',
+          'Role/kubexa-agent-executor-token-minter',
+          'RoleBinding/kubexa-agent-executor-token-minter',
         ]),
       );
+      // Token minting: the collector's ServiceAccount and nothing else.
+      expect(rulesOf(findOne(objects, 'Role', 'kubexa-agent-executor-token-minter'))).toEqual([
+        {
+          apiGroups: [''],
+          resources: ['serviceaccounts/token'],
+          resourceNames: ['kubexa-agent'],
+          verbs: ['create'],
+        },
+      ]);
+      expect(
+        grants(rulesOf(findOne(objects, 'Role', 'kubexa-agent-executor-token-minter'))),
+      ).toEqual(new Set([TOKEN_MINTER_GRANT]));
 
       const expectedCluster = expectedExecutorClusterGrants(rbac);
       const clusterRoles = objects.filter(
@@ -147,8 +165,10 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
         ]);
       }
 
-      const roles = objects.filter((o) => o.kind === 'Role');
-      if (rbac.nodeShell === true) {
+      const roles = objects.filter(
+        (o) => o.kind === 'Role' && o.metadata.name !== 'kubexa-agent-executor-token-minter',
+      );
+      if (grantingGates(rbac).nodeShell === true) {
         const role = findOne(objects, 'Role', 'kubexa-agent-executor-node-shell');
         expect(role.metadata.namespace).toBe('kubexa');
         expect(grants(rulesOf(role))).toEqual(new Set(NODE_SHELL_ROLE_GRANTS));
@@ -185,7 +205,7 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
 
     it('the gates change the collector ClusterRole only by taking Secrets away', async () => {
       const base = grants(rulesOf(findOne(await renderWith({}), 'ClusterRole', COLLECTOR_ROLE)));
-      const all = await renderWith({
+      const all = await renderGated({
         rbac: { exec: true, nodeShell: true, nodeOps: true, write: true },
       });
       const gated = grants(rulesOf(findOne(all, 'ClusterRole', COLLECTOR_ROLE)));
@@ -208,7 +228,9 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
           'rbac.extraRules[0]',
         ],
       ] as const) {
-        expect(await renderError(helm, { values: { rbac } })).toContain(key);
+        expect(await renderError(helm, { values: { rbac, ...RENDER_UNIMPLEMENTED } })).toContain(
+          key,
+        );
       }
       const readable = grants(
         rulesOf(
@@ -256,7 +278,7 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
     });
 
     it('rbac.create=false renders no Role or binding, but the gated executor still runs', async () => {
-      const objects = await renderWith({ rbac: { create: false, exec: true, nodeShell: true } });
+      const objects = await renderGated({ rbac: { create: false, exec: true, nodeShell: true } });
       expect(
         objects.filter((o) => /^(Cluster)?Role(Binding)?$/.test(o.kind)).map((o) => o.kind),
       ).toEqual([]);
@@ -271,19 +293,16 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
     });
 
     it('cluster-scoped names carry the namespace, so releases never collide', async () => {
-      const a = await render(helm, { namespace: 'team-a', values: { rbac: { exec: true } } });
-      const b = await render(helm, { namespace: 'team-b', values: { rbac: { exec: true } } });
+      const gated = { rbac: { exec: true }, ...RENDER_UNIMPLEMENTED };
+      const a = await render(helm, { namespace: 'team-a', values: gated });
+      const b = await render(helm, { namespace: 'team-b', values: gated });
       const names = (objects: KubeObject[]) =>
         objects
           .filter((o) => o.kind.startsWith('Cluster'))
           .map((o) => o.metadata.name)
           .sort();
-      expect(names(a)).toEqual([
-        'team-a:kubexa-agent',
-        'team-a:kubexa-agent',
-        'team-a:kubexa-agent-executor',
-        'team-a:kubexa-agent-executor',
-      ]);
+      // No executor ClusterRole: the exec feature is not implemented, so its gate grants nothing.
+      expect(names(a)).toEqual(['team-a:kubexa-agent', 'team-a:kubexa-agent']);
       expect(names(a).filter((n) => names(b).includes(n))).toEqual([]);
     });
   });
@@ -296,7 +315,7 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
     });
 
     it('runs every container non-root, read-only, without capabilities, under RuntimeDefault', async () => {
-      const objects = await renderWith({
+      const objects = await renderGated({
         rbac: { exec: true, nodeShell: true, nodeOps: true, write: true },
       });
       const pod = deploymentSpec(objects).template.spec;
@@ -306,6 +325,10 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
         seccompProfile: { type: 'RuntimeDefault' },
       });
       expect(pod.containers.map((c) => c.name)).toEqual(['collector', 'executor']);
+      const uids: Record<string, unknown> = {
+        collector: { runAsUser: 65532 },
+        executor: { runAsUser: 65533, runAsGroup: 65533 },
+      };
       for (const c of pod.containers) {
         expect(c.securityContext).toEqual({
           runAsNonRoot: true,
@@ -314,14 +337,28 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
           privileged: false,
           capabilities: { drop: ['ALL'] },
           seccompProfile: { type: 'RuntimeDefault' },
+          ...(uids[c.name] as object),
         });
       }
     });
 
-    it('gives each container only its own identity token', async () => {
-      const objects = await renderWith({ rbac: { exec: true } });
+    it('all gates off: the collector runs as its own ServiceAccount with its own projected token', async () => {
+      const objects = await renderWith({});
       const pod = deploymentSpec(objects).template.spec;
       expect(pod.serviceAccountName).toBe('kubexa-agent');
+      expect(pod.automountServiceAccountToken).toBe(false);
+      const sources = pod.volumes.find((v) => v.name === 'collector-token')?.projected?.sources;
+      expect(sources?.[0]?.['serviceAccountToken']).toEqual({
+        path: 'token',
+        expirationSeconds: 3607,
+      });
+    });
+
+    it('with a gate on: the Pod is the executor, the collector gets a minted token only', async () => {
+      const objects = await renderGated({ rbac: { exec: true } });
+      const pod = deploymentSpec(objects).template.spec;
+      // A projected token is always the Pod's ServiceAccount's: the executor's, then.
+      expect(pod.serviceAccountName).toBe('kubexa-agent-executor');
       expect(pod.automountServiceAccountToken).toBe(false);
       const tokenPath = '/var/run/secrets/kubernetes.io/serviceaccount';
       const mounts = (name: string) =>
@@ -329,7 +366,6 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
       expect(mounts('collector')).toContain('collector-token');
       expect(mounts('collector')).not.toContain('executor-token');
       expect(mounts('executor')).toContain('executor-token');
-      expect(mounts('executor')).not.toContain('collector-token');
       expect(mounts('executor')).not.toContain('data');
       for (const name of ['collector', 'executor']) {
         const tokenMounts = (container(objects, name)?.volumeMounts ?? []).filter(
@@ -338,42 +374,77 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
         expect(tokenMounts).toHaveLength(1);
         expect(tokenMounts[0]?.readOnly).toBe(true);
       }
-
+      // The collector's token volume is written by the executor (minted), read by the collector.
+      expect(container(objects, 'executor')?.volumeMounts).toContainEqual({
+        name: 'collector-token',
+        mountPath: '/run/kubexa-collector-token',
+      });
       const volume = (name: string) => pod.volumes.find((v) => v.name === name);
-      const collectorSources = volume('collector-token')?.projected?.sources ?? [];
-      expect(collectorSources[0]?.['serviceAccountToken']).toMatchObject({ path: 'token' });
-      const executorSources = volume('executor-token')?.projected?.sources ?? [];
-      expect(executorSources).toHaveLength(1);
-      expect(executorSources[0]?.['secret']?.['name']).toBe('kubexa-agent-executor-token');
-
-      const secret = findOne(objects, 'Secret', 'kubexa-agent-executor-token');
-      expect(secret['type']).toBe('kubernetes.io/service-account-token');
-      expect(secret.metadata.annotations?.['kubernetes.io/service-account.name']).toBe(
-        'kubexa-agent-executor',
+      expect(volume('collector-token')).toEqual({
+        name: 'collector-token',
+        emptyDir: { medium: 'Memory', sizeLimit: '1Mi' },
+      });
+      // The one projected ServiceAccount token in the Pod is the executor's, in its container.
+      const projectedTokens = pod.volumes.filter((v) =>
+        (v.projected?.sources ?? []).some((source) => 'serviceAccountToken' in source),
       );
+      expect(projectedTokens.map((v) => v.name)).toEqual(['executor-token']);
+      const env = container(objects, 'executor')?.env ?? [];
+      expect(env).toContainEqual({
+        name: 'KUBEXA_COLLECTOR_SERVICE_ACCOUNT',
+        value: 'kubexa-agent',
+      });
+      expect(env).toContainEqual({
+        name: 'KUBEXA_NODE_NAME',
+        valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } },
+      });
       // Both ServiceAccounts refuse automounting on their own as well.
       for (const sa of objects.filter((o) => o.kind === 'ServiceAccount')) {
         expect(sa['automountServiceAccountToken']).toBe(false);
       }
     });
 
+    it.each(GATE_MATRIX)(
+      'rbac $name: no Secret of type service-account-token, no Secret volume of a token',
+      async ({ rbac }) => {
+        const objects = await renderGated({ rbac });
+        expect(
+          objects.filter(
+            (o) => o.kind === 'Secret' && o['type'] === 'kubernetes.io/service-account-token',
+          ),
+        ).toEqual([]);
+        const text = JSON.stringify(objects);
+        expect(text).not.toContain('service-account-token');
+        expect(text).not.toMatch(/"secretName":"[^"]*executor/);
+      },
+    );
+
     it('shares the socket directory and nothing else writable between the two containers', async () => {
-      const objects = await renderWith({ rbac: { nodeOps: true } });
+      const objects = await renderGated({ rbac: { nodeOps: true } });
       const pod = deploymentSpec(objects).template.spec;
       expect(pod.volumes.find((v) => v.name === 'executor-socket')?.emptyDir).toMatchObject({
         medium: 'Memory',
       });
+      // The collector mounts the socket's parent read-only: it can connect, never plant a file.
+      expect(container(objects, 'collector')?.volumeMounts).toContainEqual({
+        name: 'executor-socket',
+        mountPath: '/run/kubexa',
+        readOnly: true,
+      });
+      expect(container(objects, 'executor')?.volumeMounts).toContainEqual({
+        name: 'executor-socket',
+        mountPath: '/run/kubexa',
+      });
       for (const name of ['collector', 'executor']) {
-        const c = container(objects, name);
-        expect(c?.volumeMounts).toContainEqual({
-          name: 'executor-socket',
-          mountPath: '/run/kubexa',
-        });
-        expect(c?.env).toContainEqual({
+        expect(container(objects, name)?.env).toContainEqual({
           name: 'KUBEXA_EXECUTOR_SOCKET',
-          value: '/run/kubexa/executor.sock',
+          value: '/run/kubexa/executor/executor.sock',
         });
       }
+      expect(container(objects, 'executor')?.env).toContainEqual({
+        name: 'KUBEXA_SHARED_GID',
+        value: '65532',
+      });
       // The tenant token reaches the collector only.
       const envNames = (name: string) => (container(objects, name)?.env ?? []).map((e) => e.name);
       expect(envNames('collector')).toContain('KUBEXA_TENANT_TOKEN');
@@ -524,6 +595,7 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
           'mutate',
           'observability',
           'query',
+          'security',
         ].sort(),
       );
     });
@@ -593,7 +665,14 @@ describe('NOTES.txt (helm 4.1 client dry-run)', () => {
   });
 
   it('lists each gate that is on, with its config switch', async () => {
-    const text = await notes(['--set', 'rbac.nodeOps=true', '--set', 'mutate.node.enabled=true']);
+    const text = await notes([
+      '--set',
+      'rbac.nodeOps=true',
+      '--set',
+      'mutate.node.enabled=true',
+      '--set',
+      'executor.renderUnimplemented=true',
+    ]);
     expect(text).toContain('ServiceAccount kubexa-agent-executor');
     expect(text).toContain('mutate.node.enabled=true');
     expect(text).not.toContain('rbac.exec ');

@@ -97,6 +97,8 @@ describe.each(HELM_VERSIONS)('chart schema and lint ($label)', ({ binary }) => {
       '--set',
       'rbac.exec=true,rbac.nodeShell=true,rbac.nodeOps=true,rbac.write=true',
       '--set',
+      'executor.renderUnimplemented=true',
+      '--set',
       'serviceMonitor.enabled=true,persistence.enabled=false',
     ]);
   });
@@ -136,6 +138,7 @@ const CONFIG_SECTIONS = [
   'buffer',
   'observability',
   'log',
+  'security',
 ];
 
 type Schema = Record<string, unknown>;

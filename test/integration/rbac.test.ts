@@ -25,8 +25,11 @@ import {
   EXECUTOR_CLUSTER_GRANTS,
   executorEnabled,
   expectedExecutorClusterGrants,
+  grantingGates,
   NODE_SHELL_ROLE_GRANTS,
+  RENDER_UNIMPLEMENTED,
   SCALE_SUBRESOURCES,
+  TOKEN_MINTER_GRANT,
 } from '../chart/rbac-expectations.js';
 
 const execFileAsync = promisify(execFile);
@@ -128,6 +131,25 @@ describe('chart RBAC on a real API server', () => {
       maxBuffer: 16 * 1024 * 1024,
     });
 
+  /** allowed() for one named object (resourceNames). */
+  async function allowedNamed(check: Check & { readonly name: string }): Promise<boolean> {
+    if (authz === undefined) throw new Error('beforeAll did not run');
+    const review = await authz.createSubjectAccessReview({
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user: `system:serviceaccount:${check.home}:${check.sa}`,
+          groups: ['system:serviceaccounts', `system:serviceaccounts:${check.home}`],
+          resourceAttributes: Object.assign(attributes(check.grant, check.namespace), {
+            name: check.name,
+          }),
+        },
+      },
+    });
+    return review.status?.allowed === true;
+  }
+
   async function allowed(check: Check): Promise<boolean> {
     if (authz === undefined) throw new Error('beforeAll did not run');
     const review = await authz.createSubjectAccessReview({
@@ -179,7 +201,7 @@ describe('chart RBAC on a real API server', () => {
         const manifest = await renderText(join(binDir, 'helm'), {
           release: RELEASE,
           namespace,
-          values: { rbac, persistence: { enabled: false } },
+          values: { rbac, persistence: { enabled: false }, ...RENDER_UNIMPLEMENTED },
         });
         const path = join(workdir, `${name}.yaml`);
         await writeFile(path, manifest);
@@ -220,7 +242,7 @@ describe('chart RBAC on a real API server', () => {
       c('/namespaces:get', ''),
       c('/events:watch', ''),
       c('events.k8s.io/events:list', ''),
-      // With the executor present the collector cannot read Secrets: the executor's token is one.
+      // With the executor present the collector does not read Secrets (kubexa.collectorReadsSecrets).
       ...(executorEnabled(gates) ? [] : [c('/secrets:list', '')]),
       c('/nodes:watch', ''),
       c('apps/deployments:watch', ''),
@@ -293,7 +315,7 @@ describe('chart RBAC on a real API server', () => {
       '/serviceaccounts/token:create',
     ]);
     const cluster = expectedExecutorClusterGrants(gates);
-    const role = new Set(gates.nodeShell === true ? NODE_SHELL_ROLE_GRANTS : []);
+    const role = new Set(grantingGates(gates).nodeShell === true ? NODE_SHELL_ROLE_GRANTS : []);
     const all = [...universe].flatMap((grant) =>
       [home, OTHER_NAMESPACE, ''].map((namespace) => ({
         check: check(home, EXECUTOR_SA, grant, namespace),
@@ -345,18 +367,28 @@ describe('chart RBAC on a real API server', () => {
           .filter((n) => n !== 'default')
           .sort(),
       ).toEqual(gated ? [COLLECTOR_SA, EXECUTOR_SA] : [COLLECTOR_SA]);
+      // No long-lived token anywhere: no Secret of type service-account-token in the namespace.
+      const secrets = await core.listNamespacedSecret({ namespace: home });
+      expect(
+        secrets.items
+          .filter((secret) => secret.type === 'kubernetes.io/service-account-token')
+          .map((secret) => secret.metadata?.name),
+      ).toEqual([]);
       if (gated) {
-        const deadline = Date.now() + 20_000;
-        let token: string | undefined;
-        while (token === undefined && Date.now() < deadline) {
-          const secret = await core.readNamespacedSecret({
-            name: 'kubexa-agent-executor-token',
-            namespace: home,
-          });
-          token = secret.data?.['token'];
-          if (token === undefined) await sleep(200);
+        // The executor may mint the collector's token, and no other ServiceAccount's.
+        const named = (name: string, namespace: string) => ({
+          ...check(home, EXECUTOR_SA, TOKEN_MINTER_GRANT, namespace),
+          name,
+        });
+        expect(await allowedNamed(named(COLLECTOR_SA, home))).toBe(true);
+        for (const [name, namespace] of [
+          [EXECUTOR_SA, home],
+          ['default', home],
+          [COLLECTOR_SA, OTHER_NAMESPACE],
+          ['kubexa-agent', namespaceOf('off')],
+        ] as const) {
+          expect(await allowedNamed(named(name, namespace)), `${name} in ${namespace}`).toBe(false);
         }
-        expect(token, 'the token controller fills the executor token Secret').toBeDefined();
       }
     },
   );

@@ -54,8 +54,10 @@ true
 {{- end -}}
 
 {{/*
-"true" when the collector's ClusterRole includes Secrets. Never together with the executor: its
-ServiceAccount token is a Secret in the release namespace, and RBAC cannot exclude one Secret.
+"true" when the collector's ClusterRole includes Secrets. Never together with the executor: the
+collector must not read credentials in the release namespace the executor works from (a
+ServiceAccount token Secret someone created there, a helper's credentials), and RBAC cannot
+exclude one Secret. The chart itself renders no token Secret.
 */}}
 {{- define "kubexa.collectorReadsSecrets" -}}
 {{- $executor := include "kubexa.executorEnabled" . -}}
@@ -179,7 +181,7 @@ path of .src; .durations the list of duration paths.
 {{- $gateway := omit (.Values.gateway | default dict) "host" "port" -}}
 {{- $_ := set $gateway "address" (include "kubexa.gatewayAddress" .) -}}
 {{- $src := dict "agent" $agent "gateway" $gateway -}}
-{{- range $section := list "collect" "query" "mutate" "exec" "buffer" "observability" "log" -}}
+{{- range $section := list "collect" "query" "mutate" "exec" "buffer" "observability" "log" "security" -}}
 {{- if hasKey $.Values $section -}}
 {{- $_ := set $src $section (index $.Values $section) -}}
 {{- end -}}
@@ -211,4 +213,14 @@ seccompProfile:
 {{/* The Pod-local Unix socket directory the collector and the executor share. */}}
 {{- define "kubexa.socketDir" -}}
 /run/kubexa
+{{- end -}}
+
+{{/* The socket itself, in a directory the executor creates and owns (0750) inside socketDir. */}}
+{{- define "kubexa.socketPath" -}}
+{{- printf "%s/executor/executor.sock" (include "kubexa.socketDir" .) -}}
+{{- end -}}
+
+{{/* Where the executor writes the collector's minted token (the executor container's view). */}}
+{{- define "kubexa.mintedTokenDir" -}}
+/run/kubexa-collector-token
 {{- end -}}

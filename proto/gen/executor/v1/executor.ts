@@ -18,6 +18,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { CommandTarget, Refusal, SignedCommand } from "./command.js";
 
 export const protobufPackage = "executor.v1";
 
@@ -92,6 +93,33 @@ export function gateToJSON(object: Gate): string {
   }
 }
 
+/** AuthorizeCommandRequest is the part every privileged request shares. */
+export interface AuthorizeCommandRequest {
+  requestId: string;
+  /**
+   * permission is the platform permission the request needs: "cluster:node_console" (pod and
+   * node consoles) or "cluster:node_write" (node jobs, mutations).
+   */
+  permission: string;
+  target?:
+    | CommandTarget
+    | undefined;
+  /** verb is "console", "cordon", "uncordon", "drain", "scale", "patch", "delete" or "create". */
+  verb: string;
+  command?: SignedCommand | undefined;
+}
+
+/** AuthorizeCommandResponse says whether the executor would act, and for whom. */
+export interface AuthorizeCommandResponse {
+  accepted: boolean;
+  /** refusal is set when accepted is false. */
+  refusal?:
+    | Refusal
+    | undefined;
+  /** principal is the verified principal from the signed command (set when accepted). */
+  principal: string;
+}
+
 /** GetCapabilitiesRequest identifies who asks; the executor records it with its answer. */
 export interface GetCapabilitiesRequest {
   /** request_id correlates the executor's log line with the collector's. */
@@ -104,6 +132,250 @@ export interface GetCapabilitiesResponse {
   executorVersion: string;
   enabledGates: Gate[];
 }
+
+function createBaseAuthorizeCommandRequest(): AuthorizeCommandRequest {
+  return { requestId: "", permission: "", target: undefined, verb: "", command: undefined };
+}
+
+export const AuthorizeCommandRequest: MessageFns<AuthorizeCommandRequest> = {
+  encode(message: AuthorizeCommandRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== "") {
+      writer.uint32(10).string(message.requestId);
+    }
+    if (message.permission !== "") {
+      writer.uint32(18).string(message.permission);
+    }
+    if (message.target !== undefined) {
+      CommandTarget.encode(message.target, writer.uint32(26).fork()).join();
+    }
+    if (message.verb !== "") {
+      writer.uint32(34).string(message.verb);
+    }
+    if (message.command !== undefined) {
+      SignedCommand.encode(message.command, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthorizeCommandRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthorizeCommandRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.permission = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.target = CommandTarget.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.verb = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.command = SignedCommand.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AuthorizeCommandRequest {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      permission: isSet(object.permission) ? globalThis.String(object.permission) : "",
+      target: isSet(object.target) ? CommandTarget.fromJSON(object.target) : undefined,
+      verb: isSet(object.verb) ? globalThis.String(object.verb) : "",
+      command: isSet(object.command) ? SignedCommand.fromJSON(object.command) : undefined,
+    };
+  },
+
+  toJSON(message: AuthorizeCommandRequest): unknown {
+    const obj: any = {};
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.permission !== "") {
+      obj.permission = message.permission;
+    }
+    if (message.target !== undefined) {
+      obj.target = CommandTarget.toJSON(message.target);
+    }
+    if (message.verb !== "") {
+      obj.verb = message.verb;
+    }
+    if (message.command !== undefined) {
+      obj.command = SignedCommand.toJSON(message.command);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AuthorizeCommandRequest>): AuthorizeCommandRequest {
+    return AuthorizeCommandRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AuthorizeCommandRequest>): AuthorizeCommandRequest {
+    const message = createBaseAuthorizeCommandRequest();
+    message.requestId = object.requestId ?? "";
+    message.permission = object.permission ?? "";
+    message.target = (object.target !== undefined && object.target !== null)
+      ? CommandTarget.fromPartial(object.target)
+      : undefined;
+    message.verb = object.verb ?? "";
+    message.command = (object.command !== undefined && object.command !== null)
+      ? SignedCommand.fromPartial(object.command)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAuthorizeCommandResponse(): AuthorizeCommandResponse {
+  return { accepted: false, refusal: undefined, principal: "" };
+}
+
+export const AuthorizeCommandResponse: MessageFns<AuthorizeCommandResponse> = {
+  encode(message: AuthorizeCommandResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.accepted !== false) {
+      writer.uint32(8).bool(message.accepted);
+    }
+    if (message.refusal !== undefined) {
+      Refusal.encode(message.refusal, writer.uint32(18).fork()).join();
+    }
+    if (message.principal !== "") {
+      writer.uint32(26).string(message.principal);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthorizeCommandResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthorizeCommandResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.accepted = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.refusal = Refusal.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.principal = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AuthorizeCommandResponse {
+    return {
+      accepted: isSet(object.accepted) ? globalThis.Boolean(object.accepted) : false,
+      refusal: isSet(object.refusal) ? Refusal.fromJSON(object.refusal) : undefined,
+      principal: isSet(object.principal) ? globalThis.String(object.principal) : "",
+    };
+  },
+
+  toJSON(message: AuthorizeCommandResponse): unknown {
+    const obj: any = {};
+    if (message.accepted !== false) {
+      obj.accepted = message.accepted;
+    }
+    if (message.refusal !== undefined) {
+      obj.refusal = Refusal.toJSON(message.refusal);
+    }
+    if (message.principal !== "") {
+      obj.principal = message.principal;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AuthorizeCommandResponse>): AuthorizeCommandResponse {
+    return AuthorizeCommandResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AuthorizeCommandResponse>): AuthorizeCommandResponse {
+    const message = createBaseAuthorizeCommandResponse();
+    message.accepted = object.accepted ?? false;
+    message.refusal = (object.refusal !== undefined && object.refusal !== null)
+      ? Refusal.fromPartial(object.refusal)
+      : undefined;
+    message.principal = object.principal ?? "";
+    return message;
+  },
+};
 
 function createBaseGetCapabilitiesRequest(): GetCapabilitiesRequest {
   return { requestId: "" };
@@ -303,6 +575,24 @@ export const ExecutorServiceService = {
       Buffer.from(GetCapabilitiesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetCapabilitiesResponse => GetCapabilitiesResponse.decode(value),
   },
+  /**
+   * AuthorizeCommand runs the executor's guard over one privileged request, as every privileged
+   * RPC (consoles, node jobs, mutations) does before it acts: the signed command must verify
+   * with a configured key, be within its lifetime, carry an unused nonce and match the request,
+   * and the gate for the permission must be on. It performs no action. An accepted command is
+   * spent: its nonce is recorded and a second use is refused as REPLAYED.
+   */
+  authorizeCommand: {
+    path: "/executor.v1.ExecutorService/AuthorizeCommand" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AuthorizeCommandRequest): Buffer =>
+      Buffer.from(AuthorizeCommandRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AuthorizeCommandRequest => AuthorizeCommandRequest.decode(value),
+    responseSerialize: (value: AuthorizeCommandResponse): Buffer =>
+      Buffer.from(AuthorizeCommandResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AuthorizeCommandResponse => AuthorizeCommandResponse.decode(value),
+  },
 } as const;
 
 export interface ExecutorServiceServer extends UntypedServiceImplementation {
@@ -311,6 +601,14 @@ export interface ExecutorServiceServer extends UntypedServiceImplementation {
    * configuration, so the collector's capability catalog shows the truth rather than a guess.
    */
   getCapabilities: handleUnaryCall<GetCapabilitiesRequest, GetCapabilitiesResponse>;
+  /**
+   * AuthorizeCommand runs the executor's guard over one privileged request, as every privileged
+   * RPC (consoles, node jobs, mutations) does before it acts: the signed command must verify
+   * with a configured key, be within its lifetime, carry an unused nonce and match the request,
+   * and the gate for the permission must be on. It performs no action. An accepted command is
+   * spent: its nonce is recorded and a second use is refused as REPLAYED.
+   */
+  authorizeCommand: handleUnaryCall<AuthorizeCommandRequest, AuthorizeCommandResponse>;
 }
 
 export interface ExecutorServiceClient extends Client {
@@ -332,6 +630,28 @@ export interface ExecutorServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetCapabilitiesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * AuthorizeCommand runs the executor's guard over one privileged request, as every privileged
+   * RPC (consoles, node jobs, mutations) does before it acts: the signed command must verify
+   * with a configured key, be within its lifetime, carry an unused nonce and match the request,
+   * and the gate for the permission must be on. It performs no action. An accepted command is
+   * spent: its nonce is recorded and a second use is refused as REPLAYED.
+   */
+  authorizeCommand(
+    request: AuthorizeCommandRequest,
+    callback: (error: ServiceError | null, response: AuthorizeCommandResponse) => void,
+  ): ClientUnaryCall;
+  authorizeCommand(
+    request: AuthorizeCommandRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AuthorizeCommandResponse) => void,
+  ): ClientUnaryCall;
+  authorizeCommand(
+    request: AuthorizeCommandRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AuthorizeCommandResponse) => void,
   ): ClientUnaryCall;
 }
 

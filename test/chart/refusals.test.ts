@@ -1,0 +1,59 @@
+// The chart's security refusals, on helm 3.17 and helm 4.1: every adversarial value is refused
+// with a message naming its key, and the legitimate neighbour of each still renders.
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { buildClusterBinaries } from '../cluster/cluster.js';
+import { ADVERSARIAL_CASES } from './adversarial-values.js';
+import { findOne, grants, HELM_VERSIONS, render, renderError, rulesOf } from './helm.js';
+import { RENDER_UNIMPLEMENTED } from './rbac-expectations.js';
+
+describe.each(HELM_VERSIONS)('chart refusals ($label)', ({ binary }) => {
+  let helm = '';
+  beforeAll(async () => {
+    helm = join(await buildClusterBinaries(process.env), binary);
+  });
+
+  it.each(ADVERSARIAL_CASES)('refuses $name', async ({ values, message }) => {
+    const stderr = await renderError(helm, { values });
+    expect(stderr).toContain(message);
+  });
+
+  it('renders the legitimate neighbours of the refused values', async () => {
+    // pods/log is the one allowed subresource; a named CRD resource is fine.
+    const objects = await render(helm, {
+      values: {
+        rbac: {
+          extraRules: [
+            { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+            { apiGroups: ['example.com'], resources: ['widgets'], verbs: ['get', 'list'] },
+          ],
+        },
+        serviceAccount: { name: 'my-collector' },
+        extraVolumes: [{ name: 'ca', configMap: { name: 'my-ca' } }],
+        extraVolumeMounts: [{ name: 'ca', mountPath: '/etc/kubexa-ca' }],
+        extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://proxy:3128' }],
+        secret: { existingSecret: 'my-tenant-token' },
+        gateway: { tls: false, allowInsecure: true },
+      },
+    });
+    const role = findOne(objects, 'ClusterRole', 'kubexa:kubexa-agent');
+    expect(grants(rulesOf(role))).toContain('example.com/widgets:list');
+    const config = findOne(objects, 'ConfigMap')['data'] as Record<string, string>;
+    expect(config['config.yaml']).toContain('allow_insecure: true');
+  });
+
+  it('renders the executor with a gate on only under the explicit acknowledgement, and then grants the gate nothing', async () => {
+    const objects = await render(helm, {
+      values: {
+        rbac: { exec: true, nodeShell: true, nodeOps: true, write: true },
+        ...RENDER_UNIMPLEMENTED,
+      },
+    });
+    const executorRoles = objects.filter(
+      (o) => o.kind.endsWith('Role') && o.metadata.name.includes('executor'),
+    );
+    expect(executorRoles.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
+      'Role/kubexa-agent-executor-token-minter',
+    ]);
+  });
+});
