@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, Metadata, status, type ClientDuplexStream } from '@grpc/grpc-js';
@@ -12,6 +12,7 @@ import {
 } from '../proto/index.js';
 import { DemoGateway, type DemoGatewayOptions } from './demo-gateway.js';
 import { MessageStore } from './message-store.js';
+import { uiSourceHash } from './ui-build.js';
 import { createWebUi } from './web-ui.js';
 
 type Call = ClientDuplexStream<AgentMessage, GatewayMessage>;
@@ -198,12 +199,6 @@ describe('demo gateway web UI', () => {
     call.write(state('pod-a'));
     await gateway.waitForStored('state', 1);
 
-    const page = await ui.inject({ method: 'GET', url: '/' });
-    expect(page.statusCode).toBe(200);
-    expect(page.headers['content-type']).toContain('text/html');
-    expect(page.body).toContain('/api/state');
-    expect(page.body).not.toMatch(/<script[^>]+src=|<link[^>]+href="http/);
-
     const stateResponse = await ui.inject({ method: 'GET', url: '/api/state' });
     const body = stateResponse.json<{
       sessions: { sessionId: string; state: string; clusterId: string }[];
@@ -236,6 +231,51 @@ describe('demo gateway web UI', () => {
       payload: {},
     });
     expect(missing.statusCode).toBe(404);
+  });
+});
+
+describe('demo gateway web UI bundle', () => {
+  function bundleDir(stamp: string | undefined): string {
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-ui-'));
+    cleanup.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    mkdirSync(join(dir, 'assets'));
+    writeFileSync(
+      join(dir, 'index.html'),
+      '<!doctype html><script src="./assets/app.js"></script>',
+    );
+    writeFileSync(join(dir, 'assets', 'app.js'), 'console.log(1)');
+    if (stamp !== undefined) writeFileSync(join(dir, '.source-hash'), `${stamp}\n`);
+    return dir;
+  }
+
+  it('serves a bundle built from the current sources, itself, and any view path as the page', async () => {
+    const gateway = await startGateway();
+    const ui = createWebUi(gateway, { uiDir: bundleDir(uiSourceHash()) });
+    cleanup.push(() => ui.close());
+    const page = await ui.inject({ method: 'GET', url: '/' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.body).toContain('./assets/app.js');
+    const script = await ui.inject({ method: 'GET', url: '/assets/app.js' });
+    expect(script.headers['content-type']).toContain('text/javascript');
+    expect((await ui.inject({ method: 'GET', url: '/assets/missing.js' })).statusCode).toBe(404);
+    // The stamp is not served.
+    expect((await ui.inject({ method: 'GET', url: '/.source-hash' })).body).not.toContain(
+      uiSourceHash(),
+    );
+  });
+
+  it('refuses to serve a stale or missing bundle and says how to build it', async () => {
+    const gateway = await startGateway();
+    for (const dir of [bundleDir('0'.repeat(64)), bundleDir(undefined)]) {
+      const ui = createWebUi(gateway, { uiDir: dir });
+      cleanup.push(() => ui.close());
+      const page = await ui.inject({ method: 'GET', url: '/' });
+      expect(page.statusCode).toBe(503);
+      expect(page.body).toContain('npm run build:ui');
+    }
   });
 });
 
