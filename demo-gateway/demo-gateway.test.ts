@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   type AgentMessage,
   AgentServiceClient,
+  ConfigSnapshot,
   type GatewayMessage,
   StateEvent,
 } from '../proto/index.js';
@@ -39,14 +40,17 @@ async function startGateway(options: DemoGatewayOptions = {}): Promise<DemoGatew
 const clients = new WeakMap<DemoGateway, AgentServiceClient>();
 
 /** A raw agent: collects every gateway message and the final status. */
-function connect(gateway: DemoGateway): {
+function connect(
+  gateway: DemoGateway,
+  headerAgentId: string | null = 'raw-agent',
+): {
   call: Call;
   received: GatewayMessage[];
   ended: Promise<{ code: number; details: string }>;
 } {
   const client = clients.get(gateway)!;
   const metadata = new Metadata();
-  metadata.set('x-agent-id', 'raw-agent');
+  if (headerAgentId !== null) metadata.set('x-agent-id', headerAgentId);
   const call = client.connect(metadata);
   const received: GatewayMessage[] = [];
   call.on('data', (m: GatewayMessage) => received.push(m));
@@ -186,6 +190,64 @@ describe('demo gateway', () => {
       'shutdown',
     ]);
     expect(() => gateway.sendShutdown('no-such-session', 'x')).toThrow(/no session/);
+  });
+});
+
+describe('demo gateway sessions', () => {
+  it("takes the agent's id from the handshake message's metadata, as the Go agent sends it", async () => {
+    const gateway = await startGateway();
+    for (const header of [null, 'header-id']) {
+      const { call } = connect(gateway, header);
+      call.write({
+        ...handshake(),
+        meta: {
+          tenantId: '',
+          clusterId: 'cluster-1',
+          agentId: 'go-agent-7',
+          sessionId: '',
+          timestamp: '0',
+        },
+      });
+      await until(() => gateway.sessions().length === (header === null ? 1 : 2));
+    }
+    expect(gateway.sessions().map((s) => s.agentId)).toEqual(['go-agent-7', 'go-agent-7']);
+    // Without metadata, the header is the fallback.
+    const { call } = connect(gateway, 'header-only');
+    call.write(handshake());
+    await until(() => gateway.sessions().some((s) => s.agentId === 'header-only'));
+  });
+
+  it('records control messages in the session timeline and shows the throttle while it lasts', async () => {
+    const gateway = await startGateway();
+    const { call, received } = connect(gateway);
+    call.write(handshake());
+    const session = await gateway.waitForSession();
+    gateway.sendBackpressure(session.sessionId, { throttle: true, delayMs: 1500 });
+    const throttled = gateway.sessions()[0]!.throttle;
+    expect(throttled?.delayMs).toBe(1500);
+    gateway.sendBackpressure(session.sessionId, { throttle: true, delayMs: 3000 });
+    // Still throttled since the first signal, by the newest delay.
+    expect(gateway.sessions()[0]!.throttle).toEqual({ since: throttled!.since, delayMs: 3000 });
+    gateway.sendConfigUpdate(session.sessionId, {
+      configVersion: 'v7',
+      config: ConfigSnapshot.fromPartial({ heartbeatIntervalSec: 5 }),
+    });
+    gateway.sendBackpressure(session.sessionId, { throttle: false, delayMs: 0 });
+    expect(gateway.sessions()[0]!.throttle).toBeUndefined();
+    expect(gateway.sessions()[0]!.heartbeatIntervalMs).toBe(5000);
+    await until(() => received.filter((m) => m.payload?.$case !== 'handshake').length === 4);
+    expect(
+      gateway.store
+        .controls(session.sessionId)
+        .reverse()
+        .map((e) => `${e.outbound ? '>' : '<'} ${e.kind}: ${e.detail}`),
+    ).toEqual([
+      '< handshake: agent 0.1.0 proto v1',
+      '> backpressure: throttle: wait 1500 ms between sends',
+      '> backpressure: throttle: wait 3000 ms between sends',
+      '> config: config update v7: heartbeat every 5 s',
+      '> backpressure: unthrottle: send at full speed',
+    ]);
   });
 });
 
