@@ -9,7 +9,10 @@ import {
   type HandshakeRequest,
   type ResourceQueryResult,
 } from '../proto/index.js';
+import type { ControlKind, HeartbeatView, SessionInfo } from './api-types.js';
+import { describeControl } from './describe-control.js';
 import { describeMessage, messageKind } from './describe-message.js';
+import { logLinesOf, rateLimitMarker } from './log-lines.js';
 import type { MessageStore } from './message-store.js';
 
 export const DEMO_SERVER_VERSION = 'kubexa-demo-gateway';
@@ -36,31 +39,7 @@ export interface AdmissionOptions {
   readonly initialConfig?: ConfigSnapshot;
 }
 
-/** What the UI and tests see of one agent connection. */
-export interface SessionInfo {
-  readonly sessionId: string;
-  readonly agentId: string;
-  readonly clusterId: string;
-  readonly agentVersion: string;
-  readonly protoVersion: string;
-  readonly deliveryAcks: boolean;
-  readonly peer: string;
-  readonly connectedAt: number;
-  readonly lastMessageAt: number;
-  readonly received: number;
-  readonly duplicates: number;
-  readonly acked: number;
-  readonly state: 'connected' | 'closed';
-  readonly closeReason: string | undefined;
-  readonly lastHeartbeat:
-    | {
-        readonly status: string;
-        readonly queueDepth: number;
-        readonly droppedMessages: number;
-        readonly at: number;
-      }
-    | undefined;
-}
+export type { SessionInfo } from './api-types.js';
 
 export interface ConnectionHooks {
   readonly logger: Logger;
@@ -84,6 +63,45 @@ export function negotiateVersion(
   return ours.map(norm).find((v) => offered.includes(v));
 }
 
+/** What a heartbeat's health says, counters as numbers. */
+function heartbeatView(health: AgentHealth | undefined, at: number): HeartbeatView {
+  if (!health) {
+    return {
+      status: '',
+      queueDepth: 0,
+      droppedMessages: 0,
+      truncatedLines: 0,
+      droppedRateLimited: 0,
+      at,
+    };
+  }
+  return {
+    status: health.status,
+    queueDepth: Number(health.queueDepth),
+    droppedMessages: Number(health.droppedMessages),
+    truncatedLines: Number(health.truncatedLines),
+    droppedRateLimited: Number(health.droppedRateLimited),
+    at,
+  };
+}
+
+/**
+ * The agent's identity from its handshake: the message's metadata names the agent (the Go
+ * agent's way, which sends no x-agent-id header); the header is only a fallback.
+ */
+function identityOf(
+  message: AgentMessage,
+  request: HandshakeRequest,
+  headerAgentId: string,
+): Pick<SessionInfo, 'agentId' | 'clusterId' | 'agentVersion'> {
+  const meta = message.meta;
+  return {
+    agentId: meta && meta.agentId !== '' ? meta.agentId : headerAgentId,
+    clusterId: request.clusterId !== '' ? request.clusterId : (meta?.clusterId ?? ''),
+    agentVersion: request.agentVersion,
+  };
+}
+
 /** One agent's Connect call as seen by the demo gateway. */
 export class AgentConnection {
   readonly #call: Call;
@@ -102,6 +120,7 @@ export class AgentConnection {
     const now = hooks.now();
     this.#info = {
       sessionId: randomUUID(),
+      // Until the handshake names it: the Go agent sends no x-agent-id header.
       agentId: call.metadata.get('x-agent-id')[0]?.toString() ?? '',
       clusterId: '',
       agentVersion: '',
@@ -115,7 +134,12 @@ export class AgentConnection {
       acked: 0,
       state: 'connected',
       closeReason: undefined,
+      heartbeatIntervalMs:
+        options.initialConfig && options.initialConfig.heartbeatIntervalSec > 0
+          ? options.initialConfig.heartbeatIntervalSec * 1000
+          : undefined,
       lastHeartbeat: undefined,
+      throttle: undefined,
     };
     call.on('data', (message: AgentMessage) => {
       this.#onMessage(message);
@@ -124,8 +148,9 @@ export class AgentConnection {
       this.#close('agent closed the stream');
       call.end();
     });
-    call.on('error', (err: Error) => {
-      this.#close(err.message);
+    // abort() emits a plain { code, details } status, not an Error.
+    call.on('error', (err: Partial<Error> & { details?: string }) => {
+      this.#close(err.message ?? err.details ?? 'stream error');
     });
     call.on('cancelled', () => {
       this.#close('cancelled');
@@ -140,7 +165,34 @@ export class AgentConnection {
   send(payload: NonNullable<GatewayMessage['payload']>): boolean {
     if (this.#info.state === 'closed') return false;
     this.#call.write({ messageId: randomUUID(), payload });
+    this.#onSent(payload);
     return true;
+  }
+
+  /** Control messages go to the timeline; backpressure and config change what the UI shows. */
+  #onSent(payload: NonNullable<GatewayMessage['payload']>): void {
+    if (payload.$case === 'ack' || payload.$case === 'handshake') return;
+    const now = this.#hooks.now();
+    if (payload.$case === 'backpressure') {
+      const { throttle, delayMs } = payload.value;
+      this.#update({
+        throttle: throttle ? { since: this.#info.throttle?.since ?? now, delayMs } : undefined,
+      });
+    } else if (payload.$case === 'config') {
+      const seconds = payload.value.config?.heartbeatIntervalSec ?? 0;
+      if (seconds > 0) this.#update({ heartbeatIntervalMs: seconds * 1000 });
+    }
+    const kind: ControlKind = payload.$case === 'resourceQuery' ? 'query' : payload.$case;
+    this.#timeline(kind, true, describeControl(payload));
+  }
+
+  #timeline(kind: ControlKind, outbound: boolean, detail: string): void {
+    this.#hooks.store.recordControl(this.#info.sessionId, {
+      at: this.#hooks.now(),
+      kind,
+      outbound,
+      detail,
+    });
   }
 
   /** Sends a query; resolves with the agent's answer. */
@@ -208,27 +260,36 @@ export class AgentConnection {
   }
 
   #onHeartbeat(health: AgentHealth | undefined): void {
-    this.#update({
-      lastHeartbeat: {
-        status: health?.status ?? '',
-        queueDepth: Number(health?.queueDepth ?? 0),
-        droppedMessages: Number(health?.droppedMessages ?? 0),
-        at: this.#hooks.now(),
-      },
-    });
+    const previous = this.#info.lastHeartbeat;
+    const next = heartbeatView(health, this.#hooks.now());
+    this.#update({ lastHeartbeat: next });
+    if (previous?.status !== next.status) {
+      this.#timeline('heartbeat-status', false, `agent reports ${next.status || 'no status'}`);
+    }
   }
 
   #store(message: AgentMessage, now: number): boolean {
-    return this.#hooks.store.insert({
-      messageId: message.messageId,
-      sessionId: this.#info.sessionId,
-      agentId: this.#info.agentId === '' ? (message.meta?.agentId ?? '') : this.#info.agentId,
-      clusterId: this.#info.clusterId,
-      kind: messageKind(message),
-      receivedAt: now,
-      summary: describeMessage(message),
-      payload: AgentMessage.encode(message).finish(),
-    });
+    const context = { sessionId: this.#info.sessionId, receivedAt: now };
+    const payload = message.payload;
+    const lines =
+      payload?.$case === 'logs'
+        ? logLinesOf(payload.value, context)
+        : payload?.$case === 'heartbeat'
+          ? rateLimitMarker(this.#info.lastHeartbeat, payload.value.health, context)
+          : [];
+    return this.#hooks.store.insert(
+      {
+        messageId: message.messageId,
+        sessionId: this.#info.sessionId,
+        agentId: this.#info.agentId === '' ? (message.meta?.agentId ?? '') : this.#info.agentId,
+        clusterId: this.#info.clusterId,
+        kind: messageKind(message),
+        receivedAt: now,
+        summary: describeMessage(message),
+        payload: AgentMessage.encode(message).finish(),
+      },
+      lines,
+    );
   }
 
   #onHandshake(message: AgentMessage): void {
@@ -240,7 +301,7 @@ export class AgentConnection {
     const request = payload.value;
     const header = this.#call.metadata.get('x-tenant-token')[0]?.toString() ?? '';
     const token = request.tenantToken === '' ? header : request.tenantToken;
-    this.#update({ clusterId: request.clusterId, agentVersion: request.agentVersion });
+    this.#update(identityOf(message, request, this.#info.agentId));
     const refusal = this.#refusal(request, token);
     if (refusal) {
       if (refusal.unauthenticated) {
@@ -286,8 +347,13 @@ export class AgentConnection {
         },
       },
     });
+    this.#timeline('handshake', false, `agent ${request.agentVersion} proto ${version}`);
     this.#hooks.logger.info(
-      { sessionId: this.#info.sessionId, clusterId: request.clusterId },
+      {
+        sessionId: this.#info.sessionId,
+        clusterId: this.#info.clusterId,
+        agentId: this.#info.agentId,
+      },
       'agent connected',
     );
     this.#hooks.onSession(this);
@@ -344,7 +410,9 @@ export class AgentConnection {
 
   #close(reason: string): void {
     if (this.#info.state === 'closed') return;
-    this.#update({ state: 'closed', closeReason: reason });
+    const wasAdmitted = this.#handshaken;
+    this.#update({ state: 'closed', closeReason: reason, throttle: undefined });
+    if (wasAdmitted) this.#timeline('closed', false, reason);
     this.#hooks.onClosed(this);
   }
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, Metadata, status, type ClientDuplexStream } from '@grpc/grpc-js';
@@ -7,11 +7,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   type AgentMessage,
   AgentServiceClient,
+  ConfigSnapshot,
   type GatewayMessage,
   StateEvent,
 } from '../proto/index.js';
 import { DemoGateway, type DemoGatewayOptions } from './demo-gateway.js';
 import { MessageStore } from './message-store.js';
+import { uiSourceHash } from './ui-build.js';
 import { createWebUi } from './web-ui.js';
 
 type Call = ClientDuplexStream<AgentMessage, GatewayMessage>;
@@ -38,14 +40,17 @@ async function startGateway(options: DemoGatewayOptions = {}): Promise<DemoGatew
 const clients = new WeakMap<DemoGateway, AgentServiceClient>();
 
 /** A raw agent: collects every gateway message and the final status. */
-function connect(gateway: DemoGateway): {
+function connect(
+  gateway: DemoGateway,
+  headerAgentId: string | null = 'raw-agent',
+): {
   call: Call;
   received: GatewayMessage[];
   ended: Promise<{ code: number; details: string }>;
 } {
   const client = clients.get(gateway)!;
   const metadata = new Metadata();
-  metadata.set('x-agent-id', 'raw-agent');
+  if (headerAgentId !== null) metadata.set('x-agent-id', headerAgentId);
   const call = client.connect(metadata);
   const received: GatewayMessage[] = [];
   call.on('data', (m: GatewayMessage) => received.push(m));
@@ -188,6 +193,64 @@ describe('demo gateway', () => {
   });
 });
 
+describe('demo gateway sessions', () => {
+  it("takes the agent's id from the handshake message's metadata, as the Go agent sends it", async () => {
+    const gateway = await startGateway();
+    for (const header of [null, 'header-id']) {
+      const { call } = connect(gateway, header);
+      call.write({
+        ...handshake(),
+        meta: {
+          tenantId: '',
+          clusterId: 'cluster-1',
+          agentId: 'go-agent-7',
+          sessionId: '',
+          timestamp: '0',
+        },
+      });
+      await until(() => gateway.sessions().length === (header === null ? 1 : 2));
+    }
+    expect(gateway.sessions().map((s) => s.agentId)).toEqual(['go-agent-7', 'go-agent-7']);
+    // Without metadata, the header is the fallback.
+    const { call } = connect(gateway, 'header-only');
+    call.write(handshake());
+    await until(() => gateway.sessions().some((s) => s.agentId === 'header-only'));
+  });
+
+  it('records control messages in the session timeline and shows the throttle while it lasts', async () => {
+    const gateway = await startGateway();
+    const { call, received } = connect(gateway);
+    call.write(handshake());
+    const session = await gateway.waitForSession();
+    gateway.sendBackpressure(session.sessionId, { throttle: true, delayMs: 1500 });
+    const throttled = gateway.sessions()[0]!.throttle;
+    expect(throttled?.delayMs).toBe(1500);
+    gateway.sendBackpressure(session.sessionId, { throttle: true, delayMs: 3000 });
+    // Still throttled since the first signal, by the newest delay.
+    expect(gateway.sessions()[0]!.throttle).toEqual({ since: throttled!.since, delayMs: 3000 });
+    gateway.sendConfigUpdate(session.sessionId, {
+      configVersion: 'v7',
+      config: ConfigSnapshot.fromPartial({ heartbeatIntervalSec: 5 }),
+    });
+    gateway.sendBackpressure(session.sessionId, { throttle: false, delayMs: 0 });
+    expect(gateway.sessions()[0]!.throttle).toBeUndefined();
+    expect(gateway.sessions()[0]!.heartbeatIntervalMs).toBe(5000);
+    await until(() => received.filter((m) => m.payload?.$case !== 'handshake').length === 4);
+    expect(
+      gateway.store
+        .controls(session.sessionId)
+        .reverse()
+        .map((e) => `${e.outbound ? '>' : '<'} ${e.kind}: ${e.detail}`),
+    ).toEqual([
+      '< handshake: agent 0.1.0 proto v1',
+      '> backpressure: throttle: wait 1500 ms between sends',
+      '> backpressure: throttle: wait 3000 ms between sends',
+      '> config: config update v7: heartbeat every 5 s',
+      '> backpressure: unthrottle: send at full speed',
+    ]);
+  });
+});
+
 describe('demo gateway web UI', () => {
   it('serves the page and the live state, and sends Shutdown from a button', async () => {
     const gateway = await startGateway();
@@ -197,12 +260,6 @@ describe('demo gateway web UI', () => {
     call.write(handshake());
     call.write(state('pod-a'));
     await gateway.waitForStored('state', 1);
-
-    const page = await ui.inject({ method: 'GET', url: '/' });
-    expect(page.statusCode).toBe(200);
-    expect(page.headers['content-type']).toContain('text/html');
-    expect(page.body).toContain('/api/state');
-    expect(page.body).not.toMatch(/<script[^>]+src=|<link[^>]+href="http/);
 
     const stateResponse = await ui.inject({ method: 'GET', url: '/api/state' });
     const body = stateResponse.json<{
@@ -236,6 +293,51 @@ describe('demo gateway web UI', () => {
       payload: {},
     });
     expect(missing.statusCode).toBe(404);
+  });
+});
+
+describe('demo gateway web UI bundle', () => {
+  function bundleDir(stamp: string | undefined): string {
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-ui-'));
+    cleanup.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    mkdirSync(join(dir, 'assets'));
+    writeFileSync(
+      join(dir, 'index.html'),
+      '<!doctype html><script src="./assets/app.js"></script>',
+    );
+    writeFileSync(join(dir, 'assets', 'app.js'), 'console.log(1)');
+    if (stamp !== undefined) writeFileSync(join(dir, '.source-hash'), `${stamp}\n`);
+    return dir;
+  }
+
+  it('serves a bundle built from the current sources, itself, and any view path as the page', async () => {
+    const gateway = await startGateway();
+    const ui = createWebUi(gateway, { uiDir: bundleDir(uiSourceHash()) });
+    cleanup.push(() => ui.close());
+    const page = await ui.inject({ method: 'GET', url: '/' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.body).toContain('./assets/app.js');
+    const script = await ui.inject({ method: 'GET', url: '/assets/app.js' });
+    expect(script.headers['content-type']).toContain('text/javascript');
+    expect((await ui.inject({ method: 'GET', url: '/assets/missing.js' })).statusCode).toBe(404);
+    // The stamp is not served.
+    expect((await ui.inject({ method: 'GET', url: '/.source-hash' })).body).not.toContain(
+      uiSourceHash(),
+    );
+  });
+
+  it('refuses to serve a stale or missing bundle and says how to build it', async () => {
+    const gateway = await startGateway();
+    for (const dir of [bundleDir('0'.repeat(64)), bundleDir(undefined)]) {
+      const ui = createWebUi(gateway, { uiDir: dir });
+      cleanup.push(() => ui.close());
+      const page = await ui.inject({ method: 'GET', url: '/' });
+      expect(page.statusCode).toBe(503);
+      expect(page.body).toContain('npm run build:ui');
+    }
   });
 });
 

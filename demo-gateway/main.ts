@@ -3,6 +3,7 @@
 import { parseArgs } from 'node:util';
 import { createLogger } from '../shared/logging/create-logger.js';
 import { DemoGateway } from './demo-gateway.js';
+import { ensureUiBuilt } from './ui-build.js';
 import { createWebUi } from './web-ui.js';
 
 const HOST = '127.0.0.1';
@@ -47,6 +48,8 @@ async function main(): Promise<void> {
     },
     { logger },
   );
+  // The bundle comes from demo-gateway/ui; a missing or stale one is built here (needs Vite).
+  if (await ensureUiBuilt()) logger.info('built the web UI into dist/demo-ui');
   const boundGrpc = await gateway.listen(HOST, grpcPort);
   const ui = createWebUi(gateway);
   const url = await ui.listen({ host: HOST, port: httpPort });

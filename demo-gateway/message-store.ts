@@ -1,4 +1,6 @@
 import Database from 'better-sqlite3';
+import type { ControlEvent, ControlKind } from './api-types.js';
+import { LogStore, type NewLogLine } from './log-store.js';
 
 /** One received message as stored: the summary is for people, the payload is the wire bytes. */
 export interface StoredMessage {
@@ -41,7 +43,9 @@ const toStored = (row: MessageRow): StoredMessage => ({
  * stored once, which is what lets tests assert "every item arrived, none twice".
  */
 export class MessageStore {
+  readonly logs: LogStore;
   readonly #db: Database.Database;
+  readonly #insertControl: Database.Statement<[string, number, string, number, string]>;
   readonly #insert: Database.Statement<
     [string, string, string, string, string, number, string, Uint8Array]
   >;
@@ -64,6 +68,20 @@ export class MessageStore {
         summary TEXT NOT NULL,
         payload BLOB NOT NULL
       )`);
+    this.#db.exec(`
+      CREATE TABLE IF NOT EXISTS control_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        outbound INTEGER NOT NULL,
+        detail TEXT NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS control_events_session ON control_events (session_id, seq);`);
+    this.logs = new LogStore(this.#db);
+    this.#insertControl = this.#db.prepare(
+      'INSERT INTO control_events (session_id, at, kind, outbound, detail) VALUES (?, ?, ?, ?, ?)',
+    );
     this.#insert = this.#db.prepare(
       `INSERT OR IGNORE INTO messages
          (message_id, session_id, agent_id, cluster_id, kind, received_at, summary, payload)
@@ -75,8 +93,15 @@ export class MessageStore {
     );
   }
 
-  /** Stores a message; false if its message_id was already stored (a duplicate). */
-  insert(message: NewMessage): boolean {
+  /**
+   * Stores a message and its log records in one transaction; false if its message_id was
+   * already stored (a duplicate, whose records are not stored again).
+   */
+  insert(message: NewMessage, lines: readonly NewLogLine[] = []): boolean {
+    return this.#db.transaction(() => this.#insertOne(message, lines))();
+  }
+
+  #insertOne(message: NewMessage, lines: readonly NewLogLine[]): boolean {
     const { changes } = this.#insert.run(
       message.messageId,
       message.sessionId,
@@ -87,8 +112,50 @@ export class MessageStore {
       message.summary,
       message.payload,
     );
-    if (changes === 0) this.#duplicates++;
-    return changes === 1;
+    if (changes === 0) {
+      this.#duplicates++;
+      return false;
+    }
+    if (lines.length > 0) this.logs.insertLines(message.messageId, lines);
+    return true;
+  }
+
+  /** Appends to a session's timeline. */
+  recordControl(
+    sessionId: string,
+    event: { at: number; kind: ControlKind; outbound: boolean; detail: string },
+  ): void {
+    // A session closing while the gateway shuts down: the store may already be closed.
+    if (!this.#db.open) return;
+    this.#insertControl.run(sessionId, event.at, event.kind, event.outbound ? 1 : 0, event.detail);
+  }
+
+  /** A session's timeline, newest first. */
+  controls(sessionId: string, limit = 100): ControlEvent[] {
+    return this.#db
+      .prepare<
+        [string, number],
+        {
+          seq: number;
+          session_id: string;
+          at: number;
+          kind: ControlKind;
+          outbound: number;
+          detail: string;
+        }
+      >(
+        `SELECT seq, session_id, at, kind, outbound, detail FROM control_events
+          WHERE session_id = ? ORDER BY seq DESC LIMIT ?`,
+      )
+      .all(sessionId, limit)
+      .map((r) => ({
+        seq: r.seq,
+        sessionId: r.session_id,
+        at: r.at,
+        kind: r.kind,
+        outbound: r.outbound === 1,
+        detail: r.detail,
+      }));
   }
 
   /** Duplicates seen since this store opened. */

@@ -1,10 +1,12 @@
 // `npm run demo`: the demo gateway (gRPC + web UI, in this process) and the real collector
-// process connected to it, against the current kubeconfig, or, when none is reachable (or with
-// --local-cluster), against a local test cluster started here and removed on exit. Prints the
-// UI's URL and the collector's log lines until Ctrl-C.
+// process connected to it. By default against a local test cluster started here (with a sample
+// workload writing logs) and removed on exit; against the current kubeconfig's cluster only with
+// --current-context, after printing its context and server and asking (unless --yes). Prints the
+// UI's URL, the collector's health and metrics URLs, and its log lines until Ctrl-C.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -14,9 +16,11 @@ import { parseArgs } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { DemoGateway } from '../demo-gateway/demo-gateway.js';
+import { ensureUiBuilt } from '../demo-gateway/ui-build.js';
 import { createWebUi } from '../demo-gateway/web-ui.js';
 import { ConfigSnapshot } from '../proto/index.js';
 import { startCluster, stopCluster, type ClusterOptions } from '../test/cluster/cluster.js';
+import { SAMPLE_APPS, startSampleWorkload } from './demo-workload.js';
 
 const HOST = '127.0.0.1';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -25,8 +29,11 @@ const DEMO_TOKEN = 'kubexa-demo-token';
 const REACH_TIMEOUT_MS = 5000;
 const COLLECTOR_STOP_MS = 35_000;
 
-const USAGE = `usage: npm run demo [-- --http-port 8090] [--grpc-port 0] [--local-cluster]
-  --local-cluster   ignore the current kubeconfig and start a local test cluster`;
+const USAGE = `usage: npm run demo [-- --http-port 8090] [--grpc-port 0] [--current-context [--yes]]
+  (default)          start a local test cluster with a sample workload, removed on exit
+  --current-context  use the cluster of the current kubeconfig instead; prints its context and
+                     API server and asks before connecting (the collector reads pod logs there)
+  --yes              do not ask (for scripts)`;
 
 interface Cleanup {
   readonly what: string;
@@ -39,7 +46,9 @@ function say(line: string): void {
 }
 
 /** The current kubeconfig, if one is configured and its API server answers. */
-async function reachableKubeconfig(): Promise<{ path: string; server: string } | undefined> {
+async function reachableKubeconfig(): Promise<
+  { path: string; server: string; context: string } | undefined
+> {
   const path = process.env['KUBECONFIG'] ?? join(process.env['HOME'] ?? '', '.kube', 'config');
   if (!process.env['KUBECONFIG'] && !existsSync(path)) {
     say(`no kubeconfig (KUBECONFIG is unset and ${path} does not exist)`);
@@ -57,7 +66,7 @@ async function reachableKubeconfig(): Promise<{ path: string; server: string } |
       }, REACH_TIMEOUT_MS).unref();
     });
     await Promise.race([core.readNamespace({ name: 'kube-system' }), timeout]);
-    return { path, server };
+    return { path, server, context: kube.getCurrentContext() };
   } catch (err: unknown) {
     say(`no reachable cluster in the current kubeconfig (${firstLine(err)})`);
     return undefined;
@@ -67,6 +76,58 @@ async function reachableKubeconfig(): Promise<{ path: string; server: string } |
 function firstLine(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
   return text.split('\n')[0] ?? text;
+}
+
+/** Asks on the terminal; false without one (use --yes in scripts). */
+async function confirm(question: string): Promise<boolean> {
+  if (!process.stdin.isTTY) {
+    say(`${question} no terminal to ask on: pass --yes to go ahead`);
+    return false;
+  }
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  const answer = await new Promise<string>((resolve) => {
+    rl.question(`${question} [y/N] `, resolve);
+  });
+  rl.close();
+  return /^y(es)?$/i.test(answer.trim());
+}
+
+/** A free loopback port for the collector's health and metrics servers, so they can be printed. */
+function freePort(): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, HOST, () => {
+      const address = server.address();
+      server.close(() => {
+        if (address !== null && typeof address === 'object') resolve(address.port);
+        else reject(new Error('no port'));
+      });
+    });
+  });
+}
+
+interface Cluster {
+  readonly kubeconfigPath: string;
+  /** Where the bundled kubectl and helm are (local cluster only). */
+  readonly binDir: string | undefined;
+  readonly local: boolean;
+}
+
+async function currentCluster(yes: boolean): Promise<Cluster> {
+  const existing = await reachableKubeconfig();
+  if (!existing)
+    throw new Error('--current-context: the current kubeconfig has no reachable cluster');
+  say(`current kubeconfig: ${existing.path}`);
+  say(`  context: ${existing.context}`);
+  say(`  API server: ${existing.server}`);
+  say('  the collector will read every pod log and the cluster state it is allowed to there.');
+  if (!yes && !(await confirm(`connect the demo to context "${existing.context}"?`))) {
+    throw new Error(
+      'not confirmed: nothing was started (the default, without --current-context, is a local cluster)',
+    );
+  }
+  return { kubeconfigPath: existing.path, binDir: undefined, local: false };
 }
 
 async function localCluster(): Promise<string> {
@@ -81,22 +142,29 @@ async function localCluster(): Promise<string> {
   cleanups.push({ what: 'local cluster', run: () => stopCluster(options) });
   const cluster = await startCluster(options);
   say(`local cluster up in ${cluster.startMs} ms; kubeconfig ${cluster.kubeconfigPath}`);
-  say(`  kubectl: export KUBECONFIG=${cluster.kubeconfigPath} PATH=${cluster.binDir}:$PATH`);
+  localBinDir = cluster.binDir;
   return cluster.kubeconfigPath;
 }
+let localBinDir: string | undefined;
 
-function collectorConfig(grpcPort: number, spillDir: string): string {
+interface CollectorPorts {
+  readonly grpc: number;
+  readonly health: number;
+  readonly metrics: number;
+}
+
+function collectorConfig(ports: CollectorPorts, spillDir: string): string {
   return [
     'gateway:',
-    `  address: ${HOST}:${grpcPort}`,
+    `  address: ${HOST}:${ports.grpc}`,
     '  tls: false',
     '  reconnect_initial_delay: 500ms',
     '  reconnect_max_delay: 5s',
     'buffer:',
     `  spill_dir: ${JSON.stringify(spillDir)}`,
     'observability:',
-    `  health_addr: "${HOST}:0"`,
-    `  metrics_addr: "${HOST}:0"`,
+    `  health_addr: "${HOST}:${ports.health}"`,
+    `  metrics_addr: "${HOST}:${ports.metrics}"`,
     'log:',
     '  level: info',
     '',
@@ -143,6 +211,9 @@ async function main(): Promise<void> {
     options: {
       'http-port': { type: 'string', default: '8090' },
       'grpc-port': { type: 'string', default: '0' },
+      'current-context': { type: 'boolean', default: false },
+      yes: { type: 'boolean', default: false },
+      // The old flag: the local cluster is the default now.
       'local-cluster': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -151,14 +222,10 @@ async function main(): Promise<void> {
     say(USAGE);
     return;
   }
-  const existing = values['local-cluster'] ? undefined : await reachableKubeconfig();
-  let kubeconfigPath: string;
-  if (existing) {
-    say(`using the current kubeconfig: ${existing.path} (API server ${existing.server})`);
-    kubeconfigPath = existing.path;
-  } else {
-    kubeconfigPath = await localCluster();
-  }
+  if (await ensureUiBuilt()) say('built the web UI (dist/demo-ui)');
+  const cluster: Cluster = values['current-context']
+    ? await currentCluster(values.yes)
+    : { kubeconfigPath: await localCluster(), binDir: localBinDir, local: true };
 
   const gateway = new DemoGateway(
     {
@@ -187,14 +254,35 @@ async function main(): Promise<void> {
 
   const workdir = await mkdtemp(join(tmpdir(), 'kubexa-demo-'));
   cleanups.push({ what: 'demo files', run: () => rm(workdir, { recursive: true, force: true }) });
+  if (cluster.local) {
+    const kc = new KubeConfig();
+    kc.loadFromFile(cluster.kubeconfigPath);
+    const workload = await startSampleWorkload(kc, workdir);
+    cleanups.push({
+      what: 'sample workload',
+      run: () => {
+        workload.stop();
+        return Promise.resolve();
+      },
+    });
+    say(
+      `sample workload: ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
+    );
+  }
+
+  const ports: CollectorPorts = {
+    grpc: grpcPort,
+    health: await freePort(),
+    metrics: await freePort(),
+  };
   const configPath = join(workdir, 'config.yaml');
-  await writeFile(configPath, collectorConfig(grpcPort, join(workdir, 'data')));
+  await writeFile(configPath, collectorConfig(ports, join(workdir, 'data')));
   const collector = spawn(
     process.execPath,
     ['--import', 'tsx', join(root, 'collector', 'main.ts'), `--config=${configPath}`],
     {
       cwd: root,
-      env: { ...process.env, KUBECONFIG: kubeconfigPath, KUBEXA_TENANT_TOKEN: DEMO_TOKEN },
+      env: { ...process.env, KUBECONFIG: cluster.kubeconfigPath, KUBEXA_TENANT_TOKEN: DEMO_TOKEN },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
@@ -210,13 +298,7 @@ async function main(): Promise<void> {
     },
   });
   relayLogs(collector);
-
-  say('');
-  say(`demo gateway UI: ${url}`);
-  say(`  gRPC ${HOST}:${grpcPort} (plaintext), collector config ${configPath}`);
-  say('  shows the connected collector (cluster id = kube-system UID, agent id, heartbeats');
-  say('  every 5 s with queue depth and drops) and every message it sends; Ctrl-C stops all.');
-  say('');
+  printBanner({ url, grpcPort, ports, configPath, cluster });
 
   const session = await Promise.race([
     gateway.waitForSession(),
@@ -229,6 +311,34 @@ async function main(): Promise<void> {
   say(`collector connected: cluster ${session.clusterId}, agent ${session.agentId}`);
   const [code, signal] = await exited;
   if (!stopping) throw new Error(`the collector exited (${signal ?? `code ${String(code)}`})`);
+}
+
+function printBanner(info: {
+  url: string;
+  grpcPort: number;
+  ports: CollectorPorts;
+  configPath: string;
+  cluster: Cluster;
+}): void {
+  const { cluster, ports } = info;
+  const rule = '─'.repeat(78);
+  say('');
+  say(rule);
+  say(`  Kubexa demo:     ${info.url}    (Logs, Agents; Ctrl-C stops everything)`);
+  say(`  demo gateway:    gRPC ${HOST}:${info.grpcPort} (plaintext, token checked)`);
+  say(
+    `  collector:       health http://${HOST}:${ports.health}/healthz (/readyz)   metrics http://${HOST}:${ports.metrics}/metrics`,
+  );
+  say(`                   config ${info.configPath}`);
+  if (cluster.binDir !== undefined) {
+    const helm = existsSync(join(cluster.binDir, 'helm')) ? 'kubectl and helm' : 'kubectl';
+    say(`  ${helm} for this cluster:`);
+    say(`    export KUBECONFIG=${cluster.kubeconfigPath} PATH=${cluster.binDir}:$PATH`);
+  } else {
+    say(`  cluster:         current kubeconfig ${cluster.kubeconfigPath}`);
+  }
+  say(rule);
+  say('');
 }
 
 let stopping = false;

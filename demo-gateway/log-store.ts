@@ -1,0 +1,304 @@
+import type Database from 'better-sqlite3';
+import type {
+  FollowedContainer,
+  LevelNumber,
+  LogFacets,
+  LogFilter,
+  LogLine,
+  LogPage,
+  LogStats,
+} from './api-types.js';
+import { LEVEL_NAMES } from './api-types.js';
+
+/** A log record to store; seq is assigned by the store. */
+export type NewLogLine = Omit<LogLine, 'seq'>;
+
+interface LogRow {
+  seq: number;
+  kind: string;
+  session_id: string;
+  time_ms: number;
+  received_at: number;
+  namespace: string;
+  pod: string;
+  container: string;
+  workload: string;
+  workload_kind: string;
+  node: string;
+  level: number;
+  message: string;
+  raw: string | null;
+  line_count: number;
+  truncated: number;
+}
+
+const COLUMNS = `seq, kind, session_id, time_ms, received_at, namespace, pod, container, workload,
+  workload_kind, node, level, message, raw, line_count, truncated`;
+
+const toLine = (row: LogRow): LogLine => ({
+  seq: row.seq,
+  kind: row.kind === 'rate-limited' ? 'rate-limited' : 'line',
+  sessionId: row.session_id,
+  timeMs: row.time_ms,
+  receivedAt: row.received_at,
+  namespace: row.namespace,
+  pod: row.pod,
+  container: row.container,
+  workload: row.workload,
+  workloadKind: row.workload_kind,
+  node: row.node,
+  level: (row.level >= 0 && row.level <= 4 ? row.level : 0) as LevelNumber,
+  message: row.message,
+  raw: row.raw ?? row.message,
+  lineCount: row.line_count,
+  truncated: row.truncated === 1,
+});
+
+/** Pages are at most this long; the UI asks for 200. */
+export const MAX_PAGE = 1000;
+/** Facet lists stop growing here: a dropdown of more pods than this is no help. */
+const MAX_FACET_VALUES = 2000;
+const RATE_WINDOW_S = 10;
+const FOLLOWED_WINDOW_MS = 5 * 60_000;
+
+/** The filter columns, each with its own (column, seq) index. */
+const EQUALITY_FILTERS = ['namespace', 'workload', 'pod', 'container'] as const;
+
+export const LOG_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS log_lines (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    time_ms INTEGER NOT NULL,
+    received_at INTEGER NOT NULL,
+    namespace TEXT NOT NULL,
+    pod TEXT NOT NULL,
+    container TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    workload_kind TEXT NOT NULL,
+    node TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    -- NULL when the record is one line (raw = message): half the bytes for most logs.
+    raw TEXT,
+    line_count INTEGER NOT NULL,
+    truncated INTEGER NOT NULL,
+    UNIQUE (message_id, idx)
+  );
+  CREATE INDEX IF NOT EXISTS log_lines_namespace ON log_lines (namespace, seq);
+  CREATE INDEX IF NOT EXISTS log_lines_workload ON log_lines (workload, seq);
+  CREATE INDEX IF NOT EXISTS log_lines_pod ON log_lines (pod, seq);
+  CREATE INDEX IF NOT EXISTS log_lines_container ON log_lines (container, seq);
+  CREATE INDEX IF NOT EXISTS log_lines_level ON log_lines (level, seq);
+  CREATE INDEX IF NOT EXISTS log_lines_namespace_level ON log_lines (namespace, level, seq);
+`;
+
+/** The level names a filter accepts, comma-separated ("warn,error"); throws on an unknown one. */
+export function parseLevels(value: string): number[] {
+  return value
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== '')
+    .map((name) => {
+      const level = name === 'unknown' ? 0 : LEVEL_NAMES.indexOf(name);
+      if (level <= 0 && name !== 'unknown') {
+        throw new Error(`level: unknown level "${name}" (use debug, info, warn, error or unknown)`);
+      }
+      return level;
+    });
+}
+
+/** `%` and `_` in the user's text match themselves. */
+const likePattern = (text: string): string => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+interface Where {
+  readonly sql: string;
+  readonly params: (string | number)[];
+}
+
+function whereOf(filter: LogFilter): Where {
+  const clauses: string[] = [];
+  const params: (string | number)[] = [];
+  for (const column of EQUALITY_FILTERS) {
+    const value = filter[column];
+    if (value === undefined || value === '') continue;
+    clauses.push(`${column} = ?`);
+    params.push(value);
+  }
+  if (filter.level !== undefined && filter.level !== '') {
+    const levels = parseLevels(filter.level);
+    if (levels.length > 0) {
+      clauses.push(`level IN (${levels.map(() => '?').join(', ')})`);
+      params.push(...levels);
+    }
+  }
+  if (filter.text !== undefined && filter.text !== '') {
+    clauses.push(`COALESCE(raw, message) LIKE ? ESCAPE '\\'`);
+    params.push(likePattern(filter.text));
+  }
+  return { sql: clauses.join(' AND '), params };
+}
+
+/**
+ * The log records the demo gateway received, one row per LogEntry, with an index per filter
+ * column so a filtered page reads only matching rows, newest first.
+ */
+export class LogStore {
+  readonly #db: Database.Database;
+  readonly #insert: Database.Statement;
+  readonly #facets = {
+    namespace: new Set<string>(),
+    workload: new Set<string>(),
+    pod: new Set<string>(),
+    container: new Set<string>(),
+  };
+  /** Lines received per second, the last RATE_WINDOW_S seconds (keyed by unix second). */
+  readonly #perSecond = new Map<number, number>();
+  readonly #followed = new Map<string, FollowedContainer>();
+  #total: number;
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+    db.exec(LOG_SCHEMA);
+    this.#insert = db.prepare(
+      `INSERT OR IGNORE INTO log_lines (message_id, idx, kind, session_id, time_ms, received_at,
+         namespace, pod, container, workload, workload_kind, node, level, message, raw,
+         line_count, truncated)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    for (const column of EQUALITY_FILTERS) {
+      const rows = db
+        .prepare<[], { v: string }>(
+          `SELECT DISTINCT ${column} AS v FROM log_lines ORDER BY v LIMIT ${MAX_FACET_VALUES}`,
+        )
+        .all();
+      for (const row of rows) this.#facets[column].add(row.v);
+    }
+    this.#total =
+      db.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM log_lines').get()?.n ?? 0;
+  }
+
+  /** Inside the caller's transaction: the lines of one message, stored once per message id. */
+  insertLines(messageId: string, lines: readonly NewLogLine[]): void {
+    lines.forEach((line, idx) => {
+      const { changes } = this.#insert.run(
+        messageId,
+        idx,
+        line.kind,
+        line.sessionId,
+        line.timeMs,
+        line.receivedAt,
+        line.namespace,
+        line.pod,
+        line.container,
+        line.workload,
+        line.workloadKind,
+        line.node,
+        line.level,
+        line.message,
+        line.raw === line.message ? null : line.raw,
+        line.lineCount,
+        line.truncated ? 1 : 0,
+      );
+      if (changes === 1) this.#count(line);
+    });
+  }
+
+  #count(line: NewLogLine): void {
+    this.#total++;
+    const second = Math.floor(line.receivedAt / 1000);
+    this.#perSecond.set(second, (this.#perSecond.get(second) ?? 0) + 1);
+    if (line.kind !== 'line') return;
+    for (const column of EQUALITY_FILTERS) {
+      const facet = this.#facets[column];
+      if (line[column] !== '' && facet.size < MAX_FACET_VALUES) facet.add(line[column]);
+    }
+    const key = `${line.namespace}/${line.pod}/${line.container}`;
+    const seen = this.#followed.get(key);
+    this.#followed.set(key, {
+      namespace: line.namespace,
+      pod: line.pod,
+      container: line.container,
+      workload: line.workload,
+      lastLineAt: line.receivedAt,
+      lines: (seen?.lines ?? 0) + 1,
+    });
+  }
+
+  /**
+   * A page of matching records, oldest first: the newest `limit` before `before` (older pages),
+   * or the newest `limit` after `after` (follow).
+   */
+  query(
+    filter: LogFilter,
+    page: { limit: number; before?: number | undefined; after?: number | undefined },
+  ): LogPage {
+    const where = whereOf(filter);
+    const clauses = where.sql === '' ? [] : [where.sql];
+    const params = [...where.params];
+    if (page.before !== undefined) {
+      clauses.push('seq < ?');
+      params.push(page.before);
+    }
+    if (page.after !== undefined) {
+      clauses.push('seq > ?');
+      params.push(page.after);
+    }
+    const limit = Math.max(1, Math.min(MAX_PAGE, Math.floor(page.limit)));
+    const sql = `SELECT ${COLUMNS} FROM log_lines ${clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : ''}
+      ORDER BY seq DESC LIMIT ${limit + 1}`;
+    const rows = this.#db.prepare<(string | number)[], LogRow>(sql).all(...params);
+    const hasOlder = rows.length > limit;
+    return {
+      lines: rows.slice(0, limit).reverse().map(toLine),
+      hasOlder,
+      newestSeq: this.newestSeq(),
+    };
+  }
+
+  /** The query plan of a filter, for tests that an index serves it. */
+  plan(filter: LogFilter): string[] {
+    const where = whereOf(filter);
+    const sql = `EXPLAIN QUERY PLAN SELECT seq FROM log_lines ${where.sql === '' ? '' : `WHERE ${where.sql}`} ORDER BY seq DESC LIMIT 201`;
+    return this.#db
+      .prepare<(string | number)[], { detail: string }>(sql)
+      .all(...where.params)
+      .map((r) => r.detail);
+  }
+
+  newestSeq(): number {
+    return (
+      this.#db.prepare<[], { s: number | null }>('SELECT MAX(seq) AS s FROM log_lines').get()?.s ??
+      0
+    );
+  }
+
+  facets(): LogFacets {
+    const sorted = (set: Set<string>): string[] => [...set].sort();
+    return {
+      namespaces: sorted(this.#facets.namespace),
+      workloads: sorted(this.#facets.workload),
+      pods: sorted(this.#facets.pod),
+      containers: sorted(this.#facets.container),
+    };
+  }
+
+  stats(now: number): LogStats {
+    const current = Math.floor(now / 1000);
+    let recent = 0;
+    for (const [second, n] of this.#perSecond) {
+      if (second <= current - RATE_WINDOW_S) this.#perSecond.delete(second);
+      else recent += n;
+    }
+    const containers = [...this.#followed.values()]
+      .filter((c) => now - c.lastLineAt <= FOLLOWED_WINDOW_MS)
+      .sort((a, b) => b.lastLineAt - a.lastLineAt);
+    return {
+      linesPerSecond: Math.round((recent / RATE_WINDOW_S) * 10) / 10,
+      totalLines: this.#total,
+      containers,
+    };
+  }
+}
