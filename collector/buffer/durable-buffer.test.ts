@@ -297,6 +297,47 @@ describe('DurableBuffer overflow policy', () => {
   });
 });
 
+describe('DurableBuffer quarantine', () => {
+  function quarantineTable(dir: TempDir): { id: string; reason: string; payload: Buffer }[] {
+    const db = new Database(join(dir.path, 'buffer.db'), { readonly: true });
+    try {
+      return db
+        .prepare<[], { id: string; reason: string; payload: Buffer }>(
+          'SELECT id, reason, payload FROM quarantine ORDER BY seq',
+        )
+        .all();
+    } finally {
+      db.close();
+    }
+  }
+
+  it('sets in-flight items aside, from memory and from disk, settled and counted', async () => {
+    const dir = tempDir();
+    const { buffer, counted, lines } = openBuffer(dir);
+    const released: string[] = [];
+    buffer.onRelease((ids) => released.push(...ids));
+    enqueueRange(buffer, 0, 30); // 0..19 on disk, the newest in memory
+    const taken = takeAll(buffer);
+    expect(buffer.quarantine(['i-000003', 'i-000027', 'unknown'])).toBe(2);
+    expect(buffer.stats()).toMatchObject({ quarantined: 2, inflight: 28 });
+    expect(buffer.stats().dropped.quarantined).toBe(2);
+    expect(counted.quarantined).toBe(2);
+    expect(released).toEqual(expect.arrayContaining(['i-000003', 'i-000027']));
+    expect(lines.filter((l) => l.msg.startsWith('record refused by the gateway'))).toHaveLength(2);
+    buffer.ack(taken.map((i) => i.id));
+    await buffer.close();
+
+    const rows = quarantineTable(dir);
+    expect(rows.map((r) => [r.id, r.reason])).toEqual([
+      ['i-000003', 'rejected'],
+      ['i-000027', 'rejected'],
+    ]);
+    expect(rows[1]?.payload.subarray(0, 4).toString()).toBe('#27#');
+    // Settled: nothing comes back after a restart.
+    expect(takeAll(openBuffer(dir).buffer)).toEqual([]);
+  });
+});
+
 describe('DurableBuffer releases', () => {
   function watchReleases(buffer: DurableBuffer): number[] {
     const released: number[] = [];
