@@ -214,6 +214,35 @@ describe('DurableBuffer persistence', () => {
     await reader.buffer.close();
   });
 
+  it('opens a version 1 file (no checksums): its rows replay, new rows get a checksum', async () => {
+    const dir = tempDir();
+    const v1 = new Database(join(dir.path, 'buffer.db'));
+    v1.exec(`CREATE TABLE items (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, kind INTEGER NOT NULL,
+      bytes INTEGER NOT NULL, payload BLOB NOT NULL);
+      CREATE INDEX items_kind_seq ON items (kind, seq);`);
+    const insert = v1.prepare('INSERT INTO items VALUES (?, ?, 0, ?, ?)');
+    for (const n of range(0, 5)) {
+      const item = makeItem(n);
+      insert.run(n + 1, item.id, itemBytes(item), item.payload);
+    }
+    v1.pragma('user_version = 1');
+    v1.close();
+
+    const { buffer } = openBuffer(dir);
+    expect(buffer.stats().recovered).toBe(5);
+    enqueueRange(buffer, 5, 40);
+    await buffer.close();
+    const db = new Database(join(dir.path, 'buffer.db'), { readonly: true });
+    const rows = db
+      .prepare<[], { seq: number; crc: number | null }>('SELECT seq, crc FROM items ORDER BY seq')
+      .all();
+    expect(db.pragma('user_version', { simple: true })).toBe(2);
+    db.close();
+    expect(rows.slice(0, 5).map((r) => r.crc)).toEqual([null, null, null, null, null]);
+    expect(rows.slice(5).every((r) => typeof r.crc === 'number')).toBe(true);
+    expect(numbers(takeAll(openBuffer(dir).buffer))).toEqual(range(0, 40));
+  });
+
   it('a fresh buffer continues sequence numbers after the replayed ones', async () => {
     const dir = tempDir();
     const first = openBuffer(dir);
