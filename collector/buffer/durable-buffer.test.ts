@@ -214,6 +214,35 @@ describe('DurableBuffer persistence', () => {
     await reader.buffer.close();
   });
 
+  it('opens a version 1 file (no checksums): its rows replay, new rows get a checksum', async () => {
+    const dir = tempDir();
+    const v1 = new Database(join(dir.path, 'buffer.db'));
+    v1.exec(`CREATE TABLE items (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, kind INTEGER NOT NULL,
+      bytes INTEGER NOT NULL, payload BLOB NOT NULL);
+      CREATE INDEX items_kind_seq ON items (kind, seq);`);
+    const insert = v1.prepare('INSERT INTO items VALUES (?, ?, 0, ?, ?)');
+    for (const n of range(0, 5)) {
+      const item = makeItem(n);
+      insert.run(n + 1, item.id, itemBytes(item), item.payload);
+    }
+    v1.pragma('user_version = 1');
+    v1.close();
+
+    const { buffer } = openBuffer(dir);
+    expect(buffer.stats().recovered).toBe(5);
+    enqueueRange(buffer, 5, 40);
+    await buffer.close();
+    const db = new Database(join(dir.path, 'buffer.db'), { readonly: true });
+    const rows = db
+      .prepare<[], { seq: number; crc: number | null }>('SELECT seq, crc FROM items ORDER BY seq')
+      .all();
+    expect(db.pragma('user_version', { simple: true })).toBe(2);
+    db.close();
+    expect(rows.slice(0, 5).map((r) => r.crc)).toEqual([null, null, null, null, null]);
+    expect(rows.slice(5).every((r) => typeof r.crc === 'number')).toBe(true);
+    expect(numbers(takeAll(openBuffer(dir).buffer))).toEqual(range(0, 40));
+  });
+
   it('a fresh buffer continues sequence numbers after the replayed ones', async () => {
     const dir = tempDir();
     const first = openBuffer(dir);
@@ -294,6 +323,47 @@ describe('DurableBuffer overflow policy', () => {
     await buffer.close();
     buffer.enqueue(makeItem(1));
     expect(buffer.stats().dropped.closed).toBe(1);
+  });
+});
+
+describe('DurableBuffer quarantine', () => {
+  function quarantineTable(dir: TempDir): { id: string; reason: string; payload: Buffer }[] {
+    const db = new Database(join(dir.path, 'buffer.db'), { readonly: true });
+    try {
+      return db
+        .prepare<[], { id: string; reason: string; payload: Buffer }>(
+          'SELECT id, reason, payload FROM quarantine ORDER BY seq',
+        )
+        .all();
+    } finally {
+      db.close();
+    }
+  }
+
+  it('sets in-flight items aside, from memory and from disk, settled and counted', async () => {
+    const dir = tempDir();
+    const { buffer, counted, lines } = openBuffer(dir);
+    const released: string[] = [];
+    buffer.onRelease((ids) => released.push(...ids));
+    enqueueRange(buffer, 0, 30); // 0..19 on disk, the newest in memory
+    const taken = takeAll(buffer);
+    expect(buffer.quarantine(['i-000003', 'i-000027', 'unknown'])).toBe(2);
+    expect(buffer.stats()).toMatchObject({ quarantined: 2, inflight: 28 });
+    expect(buffer.stats().dropped.quarantined).toBe(2);
+    expect(counted.quarantined).toBe(2);
+    expect(released).toEqual(expect.arrayContaining(['i-000003', 'i-000027']));
+    expect(lines.filter((l) => l.msg.startsWith('record refused by the gateway'))).toHaveLength(2);
+    buffer.ack(taken.map((i) => i.id));
+    await buffer.close();
+
+    const rows = quarantineTable(dir);
+    expect(rows.map((r) => [r.id, r.reason])).toEqual([
+      ['i-000003', 'rejected'],
+      ['i-000027', 'rejected'],
+    ]);
+    expect(rows[1]?.payload.subarray(0, 4).toString()).toBe('#27#');
+    // Settled: nothing comes back after a restart.
+    expect(takeAll(openBuffer(dir).buffer)).toEqual([]);
   });
 });
 

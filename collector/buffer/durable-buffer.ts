@@ -689,7 +689,13 @@ export class DurableBuffer implements AsyncDisposable {
       );
       // Mid-run, #resetDisk counts the loss itself (it knows what the disk held before).
       if (salvage) this.#countSalvage(salvage, !damagedInUse);
-      return new SpillStore(db);
+      try {
+        return new SpillStore(db);
+      } catch (err: unknown) {
+        // The handle is open: close it, or the file stays locked by a store nobody uses.
+        db.close();
+        throw err;
+      }
     } catch (err: unknown) {
       this.#logger.error(
         { err, code: sqliteCode(err), path: this.#options.path },

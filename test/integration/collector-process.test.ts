@@ -3,7 +3,15 @@
 // the persisted agent id, and the fatal exit on UNAUTHENTICATED.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -288,6 +296,50 @@ describe('collector process', () => {
       { timeoutMs: 30_000, intervalMs: 500 },
     );
     expect(cut).toMatchObject({ message: 'e2e line 6 is lo', truncated: true });
+    collector.kill('SIGTERM');
+    expect(await collector.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('starts on a damaged pod-logs.db and buffer.db: moves both aside, says so, becomes ready', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-damaged-'));
+    cleanups.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const checkpoints = join(dir, 'checkpoints');
+    const { gateway, dataDir, run } = await setup({ acceptToken: TOKEN }, [
+      'collect:',
+      '  logs:',
+      `    checkpoint_dir: ${JSON.stringify(checkpoints)}`,
+      '    rules:',
+      '      - namespace: no-such-namespace',
+    ]);
+    mkdirSync(checkpoints, { recursive: true });
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(join(checkpoints, 'pod-logs.db'), 'not a database, '.repeat(500));
+    writeFileSync(join(dataDir, 'buffer.db'), 'not a database either, '.repeat(500));
+
+    const collector = run(TOKEN);
+    // Before the shared policy, the start failed here on SQLITE_NOTADB.
+    const started = await collector.waitForLog('collector started');
+    await gateway.waitForSession();
+    const healthPort = (started['ports'] as { health: number }).health;
+    let status = 0;
+    for (let i = 0; i < 300 && status !== 200; i++) {
+      status = await readyzStatus(healthPort);
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(status).toBe(200);
+    const messages = collector.lines.map((line) => line.msg);
+    expect(messages).toContainEqual(
+      expect.stringMatching(/^checkpoint database unreadable .*damaged file moved aside$/),
+    );
+    expect(messages).toContainEqual(
+      expect.stringMatching(/^spill database unreadable .*damaged file moved aside$/),
+    );
+    expect(
+      readdirSync(checkpoints).filter((f) => f.startsWith('pod-logs.db.corrupt-')),
+    ).toHaveLength(1);
+    expect(readdirSync(dataDir).filter((f) => f.startsWith('buffer.db.corrupt-'))).toHaveLength(1);
     collector.kill('SIGTERM');
     expect(await collector.exited).toEqual({ code: 0, signal: null });
   });
