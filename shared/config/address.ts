@@ -2,16 +2,19 @@
 // Each is one anchored pattern, valid in JavaScript and RE2, so the chart's values schema refuses
 // exactly what the agent refuses.
 
-const PORT =
+export const PORT_PATTERN =
   '(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])';
 /** A DNS name or IPv4 address. */
 export const HOST_PATTERN = '[A-Za-z0-9](?:[-A-Za-z0-9.]*[A-Za-z0-9])?';
 const IPV6 = '\\[[0-9A-Fa-f:.]+\\]';
 
 /** host:port with a host, as the gateway address is dialled. */
-export const GATEWAY_ADDRESS_PATTERN = `^(?:${HOST_PATTERN}|${IPV6}):${PORT}$`;
-/** host:port or :port (every interface), as the Go agent's net.Listen reads it. */
-export const LISTEN_ADDRESS_PATTERN = `^(?:${HOST_PATTERN}|${IPV6})?:${PORT}$`;
+export const GATEWAY_ADDRESS_PATTERN = `^(?:${HOST_PATTERN}|${IPV6}):${PORT_PATTERN}$`;
+/**
+ * host:port or :port (every interface), as the Go agent's net.Listen reads it; port 0 is any free
+ * port (tests and the demo use it; the chart refuses it, since its probes need a fixed port).
+ */
+export const LISTEN_ADDRESS_PATTERN = `^(?:${HOST_PATTERN}|${IPV6})?:(?:0|${PORT_PATTERN})$`;
 
 const gatewayAddress = new RegExp(GATEWAY_ADDRESS_PATTERN);
 

@@ -101,8 +101,11 @@ export function textList() {
   return z.array(z.string()).default([]);
 }
 
-function nameField(format: NameFormat) {
-  const refuse = (issue: { input: unknown }) => `"${String(issue.input)}" ${format.message}`;
+function nameField(format: NameFormat, blankMessage?: string) {
+  const refuse = (issue: { input: unknown }) =>
+    blankMessage !== undefined && String(issue.input).trim() === ''
+      ? blankMessage
+      : `"${String(issue.input)}" ${format.message}`;
   const text = z.string();
   const bounded = Number.isFinite(format.maxLength)
     ? text.max(format.maxLength, { error: refuse })
@@ -123,6 +126,11 @@ export function nameList(rule: NameRule & { readonly kind: 'label' }) {
 /** One name pattern: a name, a prefix ending in "*", "*", or empty (see kube-names.ts). */
 export function patternText(rule: NameRule) {
   return nameField(namePattern(rule));
+}
+
+/** One name pattern that must be written (`blankMessage` when it is not). */
+export function requiredPatternText(rule: NameRule, blankMessage: string) {
+  return nameField(namePattern(rule, false), blankMessage).prefault('');
 }
 
 /** A list of name patterns, empty by default. */
@@ -195,10 +203,10 @@ export function listenAddress(defaultValue: string, optional: boolean) {
     .string()
     .regex(new RegExp(pattern), {
       error: (issue) =>
-        `"${String(issue.input)}" is not a listen address: write :port or host:port with a port from 1 to 65535, e.g. ":9090" or "127.0.0.1:9090"${optional ? ' (empty: no listener)' : ''}`,
+        `"${String(issue.input)}" is not a listen address: write :port or host:port with a port from 0 (any free port) to 65535, e.g. ":9090" or "127.0.0.1:9090"${optional ? ' (empty: no listener)' : ''}`,
     })
     .describe(
-      `:port or host:port to listen on, with a port from 1 to 65535, e.g. ":9090"${optional ? '; empty: no listener' : ''}`,
+      `:port or host:port to listen on, with a port from 1 to 65535 (the chart's probes need a fixed port), e.g. ":9090"${optional ? '; empty: no listener' : ''}`,
     )
     .default(defaultValue);
 }

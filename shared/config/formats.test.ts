@@ -57,11 +57,11 @@ describe('byte sizes', () => {
 describe('listen addresses', () => {
   it('refuses a bare port, naming the key and the fix', () => {
     expect(problems('observability:\n  metrics_addr: "9090"\n')).toEqual([
-      'observability.metrics_addr: "9090" is not a listen address: write :port or host:port with a port from 1 to 65535, e.g. ":9090" or "127.0.0.1:9090"',
+      'observability.metrics_addr: "9090" is not a listen address: write :port or host:port with a port from 0 (any free port) to 65535, e.g. ":9090" or "127.0.0.1:9090"',
     ]);
   });
 
-  it.each([':0', ':65536', 'host:', 'a b:80', 'http://x:80'])('refuses %j', (address) => {
+  it.each([':65536', 'host:', 'a b:80', 'http://x:80', ':-1'])('refuses %j', (address) => {
     expect(problems(`observability:\n  health_addr: "${address}"\n`)).toEqual([
       expect.stringMatching(/^observability\.health_addr: .* is not a listen address/),
     ]);
@@ -75,6 +75,13 @@ describe('listen addresses', () => {
       ).toBe(address);
     },
   );
+
+  it('takes port 0 (any free port) for every listener at once, as the tests and the demo do', () => {
+    const { config } = load(
+      'observability:\n  health_addr: "127.0.0.1:0"\n  metrics_addr: "127.0.0.1:0"\n  pprof_addr: ":0"\n',
+    );
+    expect(config.observability.metrics_addr).toBe('127.0.0.1:0');
+  });
 
   it('refuses the health listener on the metrics port, whatever the hosts', () => {
     expect(problems('observability:\n  health_addr: "127.0.0.1:9090"\n')).toEqual([

@@ -51,10 +51,10 @@ export function exactName(rule: NameRule, padded = false): NameFormat {
 }
 
 /** A name, a prefix ending in "*", "*" alone, or empty (where empty means "every"). */
-export function namePattern(rule: NameRule): NameFormat {
+export function namePattern(rule: NameRule, allowEmpty = true): NameFormat {
   const { name, prefix, maxLength } = RULES[rule.kind];
   return {
-    pattern: `^(?:${name}|(?:${prefix})?\\*)?$`,
+    pattern: `^(?:${name}|(?:${prefix})?\\*)${allowEmpty ? '?' : ''}$`,
     maxLength,
     message: `can never match a ${rule.noun}: write a ${rule.noun}, or a prefix ending in "*" such as "web-*" ("*" alone matches every one; "*" elsewhere and ? [ ] { } ! are not patterns here); Kubernetes ${rule.noun}s are ${describeRule(rule.kind)}`,
   };

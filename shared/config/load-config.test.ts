@@ -361,10 +361,10 @@ describe('loadConfig: reporting', () => {
       'gateway.tls',
       'gateway.dial_timeout',
       'collect.logs.tail_lines',
+      'collect.state.rules[0].resources[0]',
       'mutate.rules[0].resources[0]',
       'exec.node.image',
       'log.format',
-      'collect.state.rules[0].resources[0]',
     ]);
     expect(err.message).toMatch(/^invalid configuration \(7 problems\):\n {2}- gateway\.tls: /);
     for (const issue of err.issues) expect(issue.message.length).toBeGreaterThan(10);

@@ -76,3 +76,20 @@ export function parseResource(text: string): ResourceRef | undefined {
   }
   return undefined;
 }
+
+/** `pods` -> `[Pp][Oo][Dd][Ss]`: case-insensitive without flags (JSON Schema patterns have none). */
+function anyCase(word: string): string {
+  return word.replace(/[a-z]/g, (letter) => `[${letter.toUpperCase()}${letter}]`);
+}
+
+/** One part of `version/resource` or `group/version/resource`. */
+const PART = '[A-Za-z0-9.-]+';
+
+/**
+ * The spellings parseResource resolves, spaces and tabs around them allowed, as one anchored
+ * pattern valid in JavaScript and RE2: the config check and the chart's values schema share it.
+ */
+export const RESOURCE_SPELLING = `[ \\t]*(?:${[...ALIASES.keys()].map(anyCase).join('|')}|${PART}/${PART}(?:/${PART})?)[ \\t]*`;
+
+/** The metrics API serves pods and nodes only. */
+export const METRICS_RESOURCE = `[ \\t]*(?:${['pods', 'pod', 'nodes', 'node'].map(anyCase).join('|')})[ \\t]*`;

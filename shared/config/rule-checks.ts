@@ -1,7 +1,6 @@
 // Checks on rule lists that a field type cannot express: resource spellings, duplicate ids,
 // bounds that apply only while a feature is on. Each reports through `add`, so the same check
 // can raise a load error or, where the seed says so, only a warning.
-import { parseResource } from './resources.js';
 
 export type IssuePath = readonly (string | number)[];
 export type AddIssue = (path: IssuePath, message: string) => void;
@@ -25,66 +24,8 @@ export function checkUniqueIds(
   });
 }
 
-/** A resource the agent can resolve, or any entry holding "*" (each rule kind judges those). */
-export function isResourceSpelling(entry: string): boolean {
-  return entry.includes('*') || parseResource(entry) !== undefined;
-}
-
 export function notAResourceMessage(entry: string): string {
   return `"${entry}" is not a resource: write an alias such as pods or deployments, version/resource for the core group (v1/pods), or group/version/resource (apps/v1/deployments)`;
-}
-
-function checkResourceList(
-  resources: readonly string[],
-  path: IssuePath,
-  add: AddIssue,
-  wildcard: (entry: string) => string | undefined,
-): void {
-  if (resources.length === 0) {
-    add(path, 'list at least one resource, e.g. [pods]');
-    return;
-  }
-  resources.forEach((entry, index) => {
-    const refusal = wildcard(entry);
-    if (refusal !== undefined) add([...path, index], refusal);
-    else if (!isResourceSpelling(entry)) add([...path, index], notAResourceMessage(entry));
-  });
-}
-
-/** collect.state.rules: watches need concrete resources; the bare "*" belongs to query.rules. */
-export function checkStateRules(
-  rules: readonly { readonly id: string; readonly resources: readonly string[] }[],
-  path: IssuePath,
-  add: AddIssue,
-): void {
-  rules.forEach((rule, index) => {
-    checkResourceList(rule.resources, [...path, index, 'resources'], add, (entry) =>
-      entry.includes('*')
-        ? `"${entry}" is a wildcard, which only query.rules may use (a watch needs concrete resources); name them, e.g. [pods, deployments]`
-        : undefined,
-    );
-  });
-  checkUniqueIds(rules, path, add);
-}
-
-const METRICS_RESOURCES = new Set(['pods', 'pod', 'nodes', 'node']);
-
-/** collect.metrics.rules: metrics.k8s.io serves pods and nodes only. */
-export function checkMetricsRules(
-  rules: readonly { readonly id: string; readonly resources: readonly string[] }[],
-  path: IssuePath,
-  add: AddIssue,
-): void {
-  rules.forEach((rule, index) => {
-    const resourcesPath = [...path, index, 'resources'];
-    if (rule.resources.length === 0) add(resourcesPath, 'list at least one of pods, nodes');
-    rule.resources.forEach((entry, entryIndex) => {
-      if (!METRICS_RESOURCES.has(entry.trim().toLowerCase())) {
-        add([...resourcesPath, entryIndex], `"${entry}" is not supported; use pods or nodes`);
-      }
-    });
-  });
-  checkUniqueIds(rules, path, add);
 }
 
 /** Privileged rules (consoles, mutations) name their namespace; none defaults to all. */

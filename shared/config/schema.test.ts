@@ -281,12 +281,12 @@ describe('collect', () => {
     ]);
   });
 
-  it('checks collect.state.rules while disabled when query inherits them, not otherwise', () => {
+  it('checks the spelling of collect.state.rules whether enabled or not, as the chart does', () => {
     const yaml = 'collect:\n  state:\n    enabled: false\n    rules: [{resources: ["*"]}]\n';
     expect(problemPaths(yaml)).toEqual(['collect.state.rules[0].resources[0]']);
-    expect(
-      load(`${yaml}query:\n  rules: [{resources: [pods]}]\n`).config.collect.state.enabled,
-    ).toBe(false);
+    expect(problemPaths(`${yaml}query:\n  rules: [{resources: [pods]}]\n`)).toEqual([
+      'collect.state.rules[0].resources[0]',
+    ]);
   });
 
   it('refuses a state rule without resources or with an unknown spelling', () => {

@@ -4,7 +4,7 @@
 // derive from this file. Durations are Go duration strings in the file and milliseconds in
 // Config; byte sizes are integers.
 import { z } from 'zod';
-import { listenPort } from './address.js';
+import { HOST_PATTERN, listenPort, PORT_PATTERN } from './address.js';
 import {
   byteSize,
   duration,
@@ -19,19 +19,16 @@ import {
   nameText,
   patternList,
   patternText,
+  requiredPatternText,
   text,
-  textList,
 } from './fields.js';
 import type { NameRule } from './kube-names.js';
 import { normalizeConfig } from './normalize.js';
+import { resourceList } from './resource-fields.js';
 import {
   checkExecPod,
-  checkMetricsRules,
-  checkStateRules,
   checkUniqueIds,
-  isResourceSpelling,
   NAMESPACE_REQUIRED_MESSAGE,
-  notAResourceMessage,
   type AddIssue,
 } from './rule-checks.js';
 import { markField } from './schema-markers.js';
@@ -183,7 +180,8 @@ const LogsSection = z
 const StateRule = z.object({
   id: text(),
   namespace: nameText(NAMESPACE),
-  resources: textList(),
+  /** Concrete resources only: a watch cannot watch "*". */
+  resources: resourceList('watch'),
   label_selector: text(),
   field_selector: text(),
   /** Unset: collect.state.resync_period. */
@@ -203,7 +201,8 @@ const StateSection = z.object({
 const MetricsRule = z.object({
   id: text(),
   namespace: nameText(NAMESPACE),
-  resources: textList(),
+  /** metrics.k8s.io serves pods and nodes only. */
+  resources: resourceList('metrics'),
   pod_names: globList(POD),
   node_names: globList(NODE),
   label_selector: text(),
@@ -213,9 +212,22 @@ const MetricsRule = z.object({
   node_interval: durationField().optional(),
 });
 
+/**
+ * An http(s) URL with a host (a DNS name, IPv4 or [IPv6]), optional credentials and a port from
+ * 1 to 65535: what URL.canParse accepts among those, as a pattern the values schema carries too.
+ */
+const SCRAPE_URL_PATTERN = `^[Hh][Tt][Tt][Pp][Ss]?://(?:[^\\s/?#@[\\]]*@)?(?:${HOST_PATTERN}|\\[[0-9A-Fa-f:.]+\\])(?::${PORT_PATTERN})?(?:[/?#]\\S*)?$`;
+
 const CustomEndpoint = z.object({
   name: text(),
-  url: markField(z.string(), 'credential-url').default(''),
+  /** The URL is never quoted back: it may carry credentials. */
+  url: markField(
+    z
+      .string()
+      .regex(new RegExp(SCRAPE_URL_PATTERN), { error: 'must be an http:// or https:// URL' })
+      .refine((url) => URL.canParse(url), { error: 'must be an http:// or https:// URL' }),
+    'credential-url',
+  ).prefault(''),
   interval: durationField().optional(),
   extra_labels: labelMap(),
 });
@@ -236,15 +248,9 @@ const MetricsSection = z
     (metrics, ctx) => {
       if (!metrics.enabled) return;
       const add = adder(ctx);
-      checkMetricsRules(metrics.rules, ['rules'], add);
-      metrics.custom_endpoints.forEach((endpoint, index) => {
-        // The URL is never quoted back: it may carry credentials.
-        if (!URL.canParse(endpoint.url) || !/^https?:/i.test(endpoint.url)) {
-          add(['custom_endpoints', index, 'url'], 'must be an http:// or https:// URL');
-        }
-      });
+      checkUniqueIds(metrics.rules, ['rules'], add);
     },
-    whenValid(['enabled'], ['rules'], ['custom_endpoints']),
+    whenValid(['enabled'], ['rules']),
   );
 
 const EventsSection = z.object({
@@ -267,25 +273,12 @@ const CollectSection = z.object({
 // query, mutate, exec
 
 const QUERY_VERB_RE = /^\s*([Ll][Ii][Ss][Tt]|[Gg][Ee][Tt])\s*$/;
-/** A bare (optionally padded) "*", or an entry with no "*" at all. */
-const QUERY_RESOURCE_RE = /^(\s*\*\s*|[^*]*)$/;
 
 const QueryRule = z.object({
   id: text(),
   /** Empty: every namespace. */
   namespace: patternText(NAMESPACE).default(''),
-  resources: z
-    .array(
-      z
-        .string()
-        .regex(QUERY_RESOURCE_RE, {
-          error: (issue) =>
-            `"${String(issue.input)}" is a partial wildcard; only the bare "*" is a wildcard in query.rules`,
-        })
-        .refine(isResourceSpelling, { error: (issue) => notAResourceMessage(String(issue.input)) }),
-    )
-    .min(1, 'list at least one resource, e.g. [pods] ("*" for every resource)')
-    .prefault([]),
+  resources: resourceList('query'),
   /** Empty: every name. */
   names: patternList(OBJECT),
   /** Empty: list and get. */
@@ -320,21 +313,8 @@ export const NODE_JOB_VERBS = ['cordon', 'uncordon', 'drain'] as const;
 const MutateRule = z.object({
   id: text(),
   /** Required: "*" for every namespace. */
-  namespace: patternText(NAMESPACE)
-    .refine((value) => value.trim() !== '', { error: NAMESPACE_REQUIRED_MESSAGE })
-    .prefault(''),
-  resources: z
-    .array(
-      z
-        .string()
-        .regex(/^[^*]*$/, {
-          error: (issue) =>
-            `"${String(issue.input)}" is a wildcard, and mutate.rules refuse every wildcard form ("*", "apps/v1/*", "*/scale", "deploy*"); name each resource, e.g. deployments`,
-        })
-        .refine(isResourceSpelling, { error: (issue) => notAResourceMessage(String(issue.input)) }),
-    )
-    .min(1, 'list at least one resource, e.g. [deployments]')
-    .prefault([]),
+  namespace: requiredPatternText(NAMESPACE, NAMESPACE_REQUIRED_MESSAGE),
+  resources: resourceList('mutate'),
   /** Empty: every name. */
   names: patternList(OBJECT),
   verbs: z
@@ -465,7 +445,8 @@ const ObservabilitySection = z
       const add = adder(ctx);
       const metricsPort = listenPort(observability.metrics_addr);
       const healthPort = listenPort(observability.health_addr);
-      if (healthPort === metricsPort) {
+      // Port 0 is a free port of the system's choosing, never the same one twice.
+      if (healthPort === metricsPort && healthPort !== 0) {
         add(
           ['health_addr'],
           `uses port ${healthPort}, as observability.metrics_addr does: give each listener its own port, e.g. ":8080" and ":9090"`,
@@ -473,7 +454,7 @@ const ObservabilitySection = z
       }
       if (observability.pprof_addr === '') return;
       const pprofPort = listenPort(observability.pprof_addr);
-      if (pprofPort === metricsPort || pprofPort === healthPort) {
+      if (pprofPort !== 0 && (pprofPort === metricsPort || pprofPort === healthPort)) {
         add(
           ['pprof_addr'],
           `uses port ${pprofPort}, as observability.${pprofPort === metricsPort ? 'metrics_addr' : 'health_addr'} does: give pprof its own port, e.g. "127.0.0.1:6060"`,
@@ -584,10 +565,10 @@ function configObjectSchema(options: SchemaOptions) {
       )
       .superRefine(
         ({ collect, query }, ctx) => {
-          // query.rules inherits collect.state.rules when empty, so they are checked then too.
+          // query.rules inherits collect.state.rules when empty, so their ids are checked then too.
           const queryInherits = (query.rules ?? []).length === 0;
           if (collect.state.enabled || queryInherits) {
-            checkStateRules(collect.state.rules, ['collect', 'state', 'rules'], adder(ctx));
+            checkUniqueIds(collect.state.rules, ['collect', 'state', 'rules'], adder(ctx));
           }
         },
         // Only whether query.rules is empty matters here, so problems inside its entries do not

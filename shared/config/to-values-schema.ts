@@ -78,13 +78,23 @@ function durationDescription(spec: DurationSpec, inRuleList: boolean): string {
 
 function objectJson(shape: Readonly<Record<string, AnySchema>>, inRuleList: boolean): JsonSchema {
   const properties: Record<string, JsonSchema> = {};
+  const required: string[] = [];
   for (const [key, child] of Object.entries(shape)) {
     if (isSecret(child)) continue;
-    properties[inRuleList ? key : toCamelCase(key)] = toJson(child, inRuleList);
+    const valueKey = inRuleList ? key : toCamelCase(key);
+    // A rule entry's key whose default the agent refuses (resources: [] is "list at least one")
+    // must be written, and not blank: the loader reads null as unset.
+    if (inRuleList && !z.safeParse(child, undefined).success) {
+      required.push(valueKey);
+      properties[valueKey] = toJson(child, false);
+    } else {
+      properties[valueKey] = toJson(child, inRuleList);
+    }
   }
   return {
     type: inRuleList ? ['object', 'null'] : 'object',
     additionalProperties: false,
+    ...(required.length > 0 ? { required } : {}),
     properties,
   };
 }
@@ -97,6 +107,29 @@ function durationJson(spec: DurationSpec, inRuleList: boolean): JsonSchema {
   return spec.positive
     ? { type: 'string', pattern: spec.pattern, description }
     : { type: ['string', 'integer'], pattern: spec.pattern, minimum: 0, maximum: 0, description };
+}
+
+/** Whole numbers JavaScript prints as plain digits, the text the agent reads for them. */
+const PLAIN_DIGITS_MAX = 1e20;
+
+/**
+ * A string position. The agent reads a YAML number or boolean there as its text, but JSON Schema
+ * applies "pattern" to strings only: a formatted position (a name, an address) takes the numbers
+ * and booleans whose text its pattern accepts, and nothing else.
+ */
+function stringJson(scalar: JsonSchema): JsonSchema {
+  const pattern = scalar['pattern'];
+  if (typeof pattern !== 'string') return { ...scalar, type: SCALAR_TYPES };
+  const accepts = (text: string) => new RegExp(pattern).test(text);
+  const digits = accepts('0') && accepts(String(PLAIN_DIGITS_MAX));
+  const words = accepts('true') && accepts('false');
+  if (!digits) return { ...scalar, type: words ? ['string', 'boolean'] : 'string' };
+  return {
+    ...scalar,
+    type: words ? ['string', 'integer', 'boolean'] : ['string', 'integer'],
+    minimum: 0,
+    maximum: PLAIN_DIGITS_MAX,
+  };
 }
 
 /** The schema of one position; inside a rule list a blank (null) is accepted everywhere. */
@@ -116,13 +149,9 @@ function toJson(schema: AnySchema, inRuleList: boolean): JsonSchema {
     case 'record':
       json = { type: 'object', additionalProperties: nullable(toJson(node.value, inRuleList)) };
       break;
-    case 'string': {
-      const scalar = scalarJson(node.schema);
-      // A formatted string (a name, an address) is a string in the values: a number there would
-      // bypass the pattern, which JSON Schema applies to strings only.
-      json = { ...scalar, type: scalar['pattern'] === undefined ? SCALAR_TYPES : 'string' };
+    case 'string':
+      json = stringJson(scalarJson(node.schema));
       break;
-    }
     case 'leaf':
       json = scalarJson(node.schema);
       break;
