@@ -183,6 +183,11 @@ export interface PodLogGaugeSource {
 
 /** The pod-log source's counters, bound to its PodLogCounters interface. */
 export interface PodLogMetrics {
+  /**
+   * The drops and truncations below, cumulative since process start, for the gateway
+   * heartbeat: one count feeds both, so the heartbeat and /metrics cannot disagree.
+   */
+  ingestTotals(): SourceCounters;
   linesRead(count: number): void;
   bytesRead(count: number): void;
   dropped(reason: string, count: number): void;
@@ -190,11 +195,6 @@ export interface PodLogMetrics {
   truncated(count: number): void;
   reconnects(count: number): void;
   streamErrors(kind: string): void;
-  /**
-   * The same drops and truncations, cumulative since process start, for the gateway
-   * heartbeat: one count feeds both, so the heartbeat and /metrics cannot disagree.
-   */
-  ingestTotals(): SourceCounters;
 }
 
 /** The heartbeat field each pod-log drop reason adds to. */
