@@ -24,6 +24,8 @@ export interface CollectorMetricSources {
 
 export interface StreamCounterValues {
   readonly reconnects: number;
+  /** Sessions ended by the stall deadline (no progress from the gateway). */
+  readonly stalls: number;
   readonly sent: number;
   /** Settled items: acked by the gateway, or sent to a gateway without acks. */
   readonly settled: number;
@@ -127,6 +129,13 @@ export function createCollectorMetrics(
       const last = sources.lastHeartbeatAt();
       this.set(last === undefined ? -1 : (sources.now() - last) / 1000);
     },
+  });
+
+  new Counter({
+    name: 'kubexa_collector_gateway_stalled_sessions_total',
+    help: 'Gateway sessions ended because items awaited an ack (or writes awaited the gateway) with no progress for the stall timeout.',
+    registers,
+    collect: follow(stream && (() => stream().stalls)),
   });
 
   const dropped = new Counter({
