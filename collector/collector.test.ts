@@ -27,6 +27,7 @@ function status(partial: Partial<StreamStatus>): StreamStatus {
       redelivered: 0,
       droppedAttempts: 0,
       reconnects: 0,
+      stalls: 0,
       heartbeats: 0,
       received: 0,
     },

@@ -24,6 +24,8 @@ export interface CollectorMetricSources {
 
 export interface StreamCounterValues {
   readonly reconnects: number;
+  /** Sessions ended by the stall deadline (no progress from the gateway). */
+  readonly stalls: number;
   readonly sent: number;
   /** Settled items: acked by the gateway, or sent to a gateway without acks. */
   readonly settled: number;
@@ -139,6 +141,13 @@ export function createCollectorMetrics(
     },
   });
 
+  new Counter({
+    name: 'kubexa_collector_gateway_stalled_sessions_total',
+    help: 'Gateway sessions ended because items awaited an ack (or writes awaited the gateway) with no progress for the stall timeout.',
+    registers,
+    collect: follow(stream && (() => stream().stalls)),
+  });
+
   const dropped = new Counter({
     name: 'kubexa_collector_buffer_dropped_items_total',
     help: 'Items that left the buffer without delivery, by reason.',
@@ -199,6 +208,11 @@ export interface PodLogGaugeSource {
 
 /** The pod-log source's counters, bound to its PodLogCounters interface. */
 export interface PodLogMetrics {
+  /**
+   * The drops and truncations below, cumulative since process start, for the gateway
+   * heartbeat: one count feeds both, so the heartbeat and /metrics cannot disagree.
+   */
+  ingestTotals(): SourceCounters;
   linesRead(count: number): void;
   bytesRead(count: number): void;
   dropped(reason: string, count: number): void;
@@ -206,11 +220,6 @@ export interface PodLogMetrics {
   truncated(count: number): void;
   reconnects(count: number): void;
   streamErrors(kind: string): void;
-  /**
-   * The same drops and truncations, cumulative since process start, for the gateway
-   * heartbeat: one count feeds both, so the heartbeat and /metrics cannot disagree.
-   */
-  ingestTotals(): SourceCounters;
 }
 
 /** The heartbeat field each pod-log drop reason adds to. */

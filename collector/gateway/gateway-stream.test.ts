@@ -553,6 +553,10 @@ describe('gateway stream liveness', () => {
     h.gateway.releaseAcks(third.sessionId);
     await until(() => h.buffer.stats().inflight === 0, 'settled');
     expect(h.gateway.store.messageIds('state')).toEqual([1, 2, 3].map((n) => stateItem(n).id));
-    expect(h.stream.status().counters).toMatchObject({ redelivered: 0, droppedAttempts: 0 });
+    expect(h.stream.status().counters).toMatchObject({
+      redelivered: 0,
+      droppedAttempts: 0,
+      stalls: 2,
+    });
   });
 });

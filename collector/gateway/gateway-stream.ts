@@ -110,6 +110,7 @@ export class GatewayStream implements Service, AsyncDisposable {
     redelivered: 0,
     droppedAttempts: 0,
     reconnects: 0,
+    stalls: 0,
     heartbeats: 0,
     received: 0,
   };
@@ -219,6 +220,7 @@ export class GatewayStream implements Service, AsyncDisposable {
       this.#readySince = undefined;
       if (end.kind === 'closed') return;
       if (end.kind === 'fatal') throw end.error;
+      if (end.kind === 'stalled') this.#counters.stalls++;
       const lasted = this.#clock.now() - startedAt;
       const healthyMs = this.#options.healthySessionMs ?? DEFAULT_HEALTHY_SESSION_MS;
       if (wasHealthy(end) && lasted >= healthyMs) this.#backoff.reset();

@@ -35,6 +35,8 @@ export interface StreamCounters {
   droppedAttempts: number;
   /** Sessions started after the first. */
   reconnects: number;
+  /** Sessions ended by the stall deadline: work outstanding and no progress from the gateway. */
+  stalls: number;
   heartbeats: number;
   /** Gateway messages received. */
   received: number;

@@ -183,6 +183,10 @@ describe('a gateway path that freezes without closing', () => {
     );
     const stalled = rig.logs.lines.find((l) => l.msg === 'gateway stream stalled; reconnecting');
     expect(stalled?.['reason']).toMatch(/items awaiting an ack/);
+    const metrics = await (
+      await fetch(`http://127.0.0.1:${String(rig.collector.health.ports().metrics)}/metrics`)
+    ).text();
+    expect(metrics).toContain('kubexa_collector_gateway_stalled_sessions_total 1');
     expect(rig.logs.lines.some((l) => l.msg === 'gateway stream lost; reconnecting')).toBe(false);
   }, 60_000);
 });

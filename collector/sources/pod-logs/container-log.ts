@@ -173,8 +173,8 @@ export class ContainerLog {
       this.#skipped++;
       return;
     }
-    this.#readThrough = position;
     if (line.truncated) this.#options.onTruncated?.();
+    this.#readThrough = position;
     if (line.raw === '' && !line.truncated) {
       this.#extendBatchEnd(position);
       return;
