@@ -9,6 +9,8 @@ import {
   AgentServiceClient,
   ConfigSnapshot,
   type GatewayMessage,
+  LogBatch,
+  LogEntry,
   StateEvent,
 } from '../proto/index.js';
 import { DemoGateway, type DemoGatewayOptions } from './demo-gateway.js';
@@ -293,6 +295,42 @@ describe('demo gateway web UI', () => {
       payload: {},
     });
     expect(missing.statusCode).toBe(404);
+  });
+});
+
+describe('demo gateway log endpoint', () => {
+  it('answers a filtered page of records and names a bad parameter with 400', async () => {
+    const gateway = await startGateway();
+    const ui = createWebUi(gateway);
+    cleanup.push(() => ui.close());
+    const { call } = connect(gateway);
+    call.write(handshake());
+    call.write({
+      messageId: 'logs-1',
+      payload: {
+        $case: 'logs',
+        value: LogBatch.fromPartial({
+          entries: [
+            LogEntry.fromPartial({ namespace: 'a', podName: 'p', message: 'one', level: 2 }),
+            LogEntry.fromPartial({ namespace: 'b', podName: 'p', message: 'two', level: 4 }),
+          ],
+        }),
+      },
+    });
+    await gateway.waitForStored('logs', 1);
+    const page = await ui.inject({ method: 'GET', url: '/api/logs?namespace=b&level=error' });
+    expect(page.json<{ lines: { message: string }[] }>().lines.map((l) => l.message)).toEqual([
+      'two',
+    ]);
+    for (const [query, error] of [
+      ['level=loud', 'level: unknown level "loud"'],
+      ['before=x', 'before: not a sequence number: x'],
+      ['limit=-1', 'limit: not a sequence number: -1'],
+    ] as const) {
+      const bad = await ui.inject({ method: 'GET', url: `/api/logs?${query}` });
+      expect(bad.statusCode).toBe(400);
+      expect(bad.json<{ error: string }>().error).toContain(error);
+    }
   });
 });
 

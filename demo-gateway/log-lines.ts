@@ -27,7 +27,8 @@ function levelOf(level: number): LevelNumber {
 export function logLinesOf(batch: LogBatch, received: Received): NewLogLine[] {
   return batch.entries.map((entry) => {
     const raw = entry.raw.byteLength > 0 ? decoder.decode(entry.raw) : entry.message;
-    const firstLine = entry.message === '' ? (raw.split('\n', 1)[0] ?? '') : entry.message;
+    // The collector's message of a joined record may hold every line: the row shows the first.
+    const firstLine = (entry.message === '' ? raw : entry.message).split('\n', 1)[0] ?? '';
     return {
       kind: 'line',
       sessionId: received.sessionId,

@@ -59,7 +59,8 @@ describe('log records', () => {
     const trace = 'Traceback (most recent call last):\n  File "a.py", line 1\nValueError: x';
     insertBatch(store, 'm-1', [
       entry({ message: 'GET / 200' }),
-      entry({ raw: trace, level: LogLevel.LOG_LEVEL_ERROR, truncated: true }),
+      // The collector's message of a joined record carries every line, as raw does.
+      entry({ raw: trace, message: trace, level: LogLevel.LOG_LEVEL_ERROR, truncated: true }),
     ]);
     const { lines } = store.logs.query({}, { limit: 10 });
     expect(lines.map((l) => l.message)).toEqual([

@@ -84,8 +84,7 @@ export const LOG_SCHEMA = `
     -- NULL when the record is one line (raw = message): half the bytes for most logs.
     raw TEXT,
     line_count INTEGER NOT NULL,
-    truncated INTEGER NOT NULL,
-    UNIQUE (message_id, idx)
+    truncated INTEGER NOT NULL
   );
   CREATE INDEX IF NOT EXISTS log_lines_namespace ON log_lines (namespace, seq);
   CREATE INDEX IF NOT EXISTS log_lines_workload ON log_lines (workload, seq);
@@ -163,7 +162,7 @@ export class LogStore {
     this.#db = db;
     db.exec(LOG_SCHEMA);
     this.#insert = db.prepare(
-      `INSERT OR IGNORE INTO log_lines (message_id, idx, kind, session_id, time_ms, received_at,
+      `INSERT INTO log_lines (message_id, idx, kind, session_id, time_ms, received_at,
          namespace, pod, container, workload, workload_kind, node, level, message, raw,
          line_count, truncated)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -180,7 +179,10 @@ export class LogStore {
       db.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM log_lines').get()?.n ?? 0;
   }
 
-  /** Inside the caller's transaction: the lines of one message, stored once per message id. */
+  /**
+   * Inside the caller's transaction, only for a message stored for the first time: the messages
+   * table's unique message_id is what keeps a redelivered batch from being stored twice.
+   */
   insertLines(messageId: string, lines: readonly NewLogLine[]): void {
     lines.forEach((line, idx) => {
       const { changes } = this.#insert.run(

@@ -69,7 +69,7 @@ const TRACEBACK = [
   '    entry = self.book.post(txn)',
   '  File "/app/ledger/book.py", line 41, in post',
   '    raise InsufficientFunds(account, txn.amount)',
-  'ledger.errors.InsufficientFunds: account acct-2231 balance 12.40 < 99.00',
+  'ledger.errors.InsufficientFundsError: account acct-2231 balance 12.40 < 99.00',
 ];
 
 function ledgerLines(n: number): string[] {
