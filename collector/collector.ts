@@ -217,7 +217,7 @@ export function createCollector(
       clock,
       // Cumulative, as the Go agent reports them; the same counts /metrics shows.
       sourceCounters: () => podLogCounters.ingestTotals(),
-      // quarantinedItems: the buffer's quarantine count, once BufferStats reports it.
+      quarantinedItems: () => buffer.stats().quarantined,
       // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
       onConfigUpdate: (update) => {
         if (podLogs === undefined || update.config?.ingestRules === undefined) return;

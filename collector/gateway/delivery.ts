@@ -92,8 +92,23 @@ export function isUndecodableRejection(reason: string): boolean {
   return /^INTERNAL: .*(deserializ|decod|unmarshal|pars)/i.test(reason);
 }
 
+/**
+ * Whether a call's end status could have been caused by what the session sent: the gateway
+ * refused or failed on a message (INTERNAL, INVALID_ARGUMENT, ...). A transport loss
+ * (UNAVAILABLE, CANCELLED, DEADLINE_EXCEEDED, a gateway that restarts or ends the stream
+ * cleanly) says nothing about the item in flight, so it must never cost that item an attempt:
+ * a gateway in a crash loop would otherwise quarantine whatever sat at the head of the queue.
+ */
+export function isItemFault(reason: string): boolean {
+  return ITEM_FAULT_STATUS.test(reason);
+}
+
+const ITEM_FAULT_STATUS =
+  /^(INTERNAL|UNKNOWN|INVALID_ARGUMENT|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|OUT_OF_RANGE|DATA_LOSS|UNIMPLEMENTED):/;
+
 /** What to do with the item a lost session ended on. */
 export type SessionEndVerdict =
+  | { readonly kind: 'suspect' }
   | { readonly kind: 'charged'; readonly sessionEnds: number }
   | { readonly kind: 'quarantine'; readonly why: string };
 
@@ -107,8 +122,9 @@ export type SessionEndVerdict =
  * suspect: the next session sends it alone and waits for its ack before sending more. A
  * session that then ends with the suspect alone in flight, refused as undecodable, has named
  * its culprit: the item is quarantined. Any item that ends SESSION_ENDS_BEFORE_QUARANTINE
- * sessions is quarantined too. A gateway that merely restarts costs the head one attempt (of
- * maxAttempts) and one round trip alone.
+ * sessions is quarantined too. Only ends that the item could have caused count (isItemFault):
+ * a gateway that merely restarts or drops the connection costs the head one round trip alone,
+ * never an attempt.
  */
 export class AttemptLedger {
   readonly #charges = new Map<string, number>();
@@ -125,10 +141,12 @@ export class AttemptLedger {
 
   /** A lost session ended with `id` the oldest item in flight (`alone`: the only one). */
   sessionEnded(id: string, facts: { alone: boolean; reason: string }): SessionEndVerdict {
+    this.#suspects.add(id);
+    // A transport loss is nobody's fault: sent alone next time, but never charged.
+    if (!isItemFault(facts.reason)) return { kind: 'suspect' };
     this.charge([id]);
     const sessionEnds = (this.#sessionEnds.get(id) ?? 0) + 1;
     this.#sessionEnds.set(id, sessionEnds);
-    this.#suspects.add(id);
     // Alone in flight, nothing else can have been the message the gateway could not decode.
     if (facts.alone && isUndecodableRejection(facts.reason)) {
       return { kind: 'quarantine', why: `the gateway could not decode it (${facts.reason})` };
@@ -178,6 +196,13 @@ export function chargeSessionEnd(
   if (end?.kind !== 'lost' || head === undefined) return;
   const reason = end.reason ?? '';
   const verdict = ctx.ledger.sessionEnded(head, { alone: window.size === 1, reason });
+  if (verdict.kind === 'suspect') {
+    ctx.logger.debug(
+      { id: head, reason },
+      'session lost in transport: the oldest unacked item goes alone next time, uncharged',
+    );
+    return;
+  }
   if (verdict.kind === 'charged') {
     ctx.logger.info(
       { id: head, sessionEnds: verdict.sessionEnds, reason },
