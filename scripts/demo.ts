@@ -254,22 +254,6 @@ async function main(): Promise<void> {
 
   const workdir = await mkdtemp(join(tmpdir(), 'kubexa-demo-'));
   cleanups.push({ what: 'demo files', run: () => rm(workdir, { recursive: true, force: true }) });
-  if (cluster.local) {
-    const kc = new KubeConfig();
-    kc.loadFromFile(cluster.kubeconfigPath);
-    const workload = await startSampleWorkload(kc, workdir);
-    cleanups.push({
-      what: 'sample workload',
-      run: () => {
-        workload.stop();
-        return Promise.resolve();
-      },
-    });
-    say(
-      `sample workload: ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
-    );
-  }
-
   const ports: CollectorPorts = {
     grpc: grpcPort,
     health: await freePort(),
@@ -298,6 +282,23 @@ async function main(): Promise<void> {
     },
   });
   relayLogs(collector);
+  // Created while the collector starts: it finds the pods through its watch.
+  if (cluster.local) {
+    const kc = new KubeConfig();
+    kc.loadFromFile(cluster.kubeconfigPath);
+    const workload = await startSampleWorkload(kc, workdir);
+    cleanups.push({
+      what: 'sample workload',
+      run: () => {
+        workload.stop();
+        return Promise.resolve();
+      },
+    });
+    say(
+      `sample workload: ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
+    );
+  }
+
   printBanner({ url, grpcPort, ports, configPath, cluster });
 
   const session = await Promise.race([
