@@ -593,7 +593,15 @@ describe('NOTES.txt (helm 4.1 client dry-run)', () => {
   });
 
   it('lists each gate that is on, with its config switch', async () => {
-    const text = await notes(['--set', 'rbac.nodeOps=true', '--set', 'mutate.node.enabled=true']);
+    // Node jobs need verbs: the chart refuses mutate.node.enabled without them, as the agent does.
+    const text = await notes([
+      '--set',
+      'rbac.nodeOps=true',
+      '--set',
+      'mutate.node.enabled=true',
+      '--set',
+      'mutate.node.verbs={cordon}',
+    ]);
     expect(text).toContain('ServiceAccount kubexa-agent-executor');
     expect(text).toContain('mutate.node.enabled=true');
     expect(text).not.toContain('rbac.exec ');
