@@ -39,6 +39,37 @@ describe('kubexa-agent config check', () => {
     expect(stdout).toContain('error: gateway.dial_timeout: write a duration string such as 30s');
   });
 
+  it('refuses, in one run, what the chart used to accept and the agent refused at start', () => {
+    const file = join(dir, 'issue-9.yaml');
+    writeFileSync(
+      file,
+      [
+        'agent: {tenant_token: t}',
+        'gateway: {address: "https://gw.example.com:443", dial_timeout: 48h}',
+        'buffer: {flush_interval: 2h, max_memory_bytes: 0}',
+        'observability: {metrics_addr: "9090"}',
+        'collect: {logs: {exclude_namespaces: [prød-ünïcode]}}',
+        '',
+      ].join('\n'),
+    );
+    const { code, stdout } = run(['config', 'check', file]);
+    expect(code).toBe(1);
+    const errors = stdout.split('\n').filter((line) => line.startsWith('error: '));
+    expect(errors.map((line) => line.split(':')[1]?.trim())).toEqual([
+      'gateway.address',
+      'gateway.dial_timeout',
+      'collect.logs.exclude_namespaces[0]',
+      'buffer.max_memory_bytes',
+      'buffer.flush_interval',
+      'observability.metrics_addr',
+    ]);
+    expect(stdout).toContain('e.g. gw.example.com:443');
+    expect(stdout).toContain('must be at most 1h');
+    expect(stdout).toContain('from 1 to 1125899906842624');
+    expect(stdout).toContain('DNS-1123 label');
+    expect(stdout).toContain('config check failed: 6 problems');
+  });
+
   it('exits 1 when the file cannot be read and 2 on a usage error', () => {
     const missing = run(['config', 'check', join(dir, 'missing.yaml')]);
     expect(missing.code).toBe(1);

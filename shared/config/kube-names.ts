@@ -64,7 +64,8 @@ export function namePattern(rule: NameRule, allowEmpty = true): NameFormat {
 export function nameGlob(rule: NameRule): NameFormat {
   const characters = rule.kind === 'label' ? '-a-z0-9' : '-a-z0-9.';
   return {
-    pattern: `^[${characters}*?[\\]{}!,^|()+@]*$`,
+    // A blank entry is skipped by the log source, so it is allowed.
+    pattern: `^(?:[ \\t]*|[${characters}*?[\\]{}!,^|()+@]+)$`,
     maxLength: RULES[rule.kind].maxLength,
     message: `can never match a ${rule.noun}: a pattern may hold glob characters (* ? [ ] { } ! , ^ | ( ) + @) and the characters of Kubernetes ${rule.noun}s, which are ${describeRule(rule.kind)}`,
   };

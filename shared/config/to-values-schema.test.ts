@@ -183,6 +183,51 @@ describe('valuesSchemaForConfig', () => {
     ]);
   });
 
+  it('carries the bounds and formats the agent checks (issue 9, item 7)', () => {
+    expect(refusals({ buffer: { flushInterval: '2h' } })).toEqual([
+      '/buffer/flushInterval pattern',
+    ]);
+    expect(refusals({ buffer: { flushInterval: '1h' } })).toEqual([]);
+    expect(refusals({ gateway: { dialTimeout: '48h' } })).toEqual(['/gateway/dialTimeout pattern']);
+    expect(refusals({ observability: { metricsAddr: 9090 } })).toEqual([
+      '/observability/metricsAddr type',
+    ]);
+    expect(refusals({ observability: { metricsAddr: '9090' } })).toEqual([
+      '/observability/metricsAddr pattern',
+    ]);
+    expect(refusals({ gateway: { address: 'https://gw:443' } })).toEqual([
+      '/gateway/address pattern',
+    ]);
+    expect(refusals({ gateway: { address: '' } })).toEqual([]);
+    expect(refusals({ buffer: { maxDiskBytes: 1e20 } })).toEqual(['/buffer/maxDiskBytes maximum']);
+    expect(refusals({ collect: { logs: { tailLines: 1e20 } } })).toEqual([
+      '/collect/logs/tailLines maximum',
+    ]);
+    expect(refusals({ collect: { logs: { excludeNamespaces: ['prød-ünïcode'] } } })).toEqual([
+      '/collect/logs/excludeNamespaces/0 pattern',
+    ]);
+    // A whole number is a valid name (the agent reads its text); a negative one is not.
+    expect(refusals({ collect: { logs: { excludeNamespaces: [2024] } } })).toEqual([]);
+    expect(refusals({ collect: { logs: { excludeNamespaces: [-1] } } })).toEqual([
+      '/collect/logs/excludeNamespaces/0 minimum',
+    ]);
+    // A rule entry must write the keys the agent cannot default.
+    expect(refusals({ query: { rules: [{ names: ['web'] }] } })).toEqual([
+      '/query/rules/0 required',
+    ]);
+  });
+
+  it('tells helm users to write 30s in every duration description', () => {
+    const descriptions: string[] = [];
+    walk(schema, (node) => {
+      if (typeof node['pattern'] === 'string' && node['pattern'].startsWith('^\\+?')) {
+        descriptions.push(String(node['description']));
+      }
+    });
+    expect(descriptions.length).toBeGreaterThan(10);
+    for (const text of descriptions) expect(text).toContain('write 30s, not the number 30');
+  });
+
   it('accepts blank rule entries and blank fields inside them', () => {
     expect(
       refusals({ collect: { logs: { rules: [null, { namespace: null, pod_names: null }] } } }),

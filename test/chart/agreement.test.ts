@@ -56,6 +56,7 @@ const NAME_SAMPLES: readonly unknown[] = [
   'prød-ünïcode',
   'Web',
   ' web ',
+  ' ',
   'a'.repeat(64),
   5,
   -5,

@@ -665,6 +665,7 @@ describe('NOTES.txt (helm 4.1 client dry-run)', () => {
   });
 
   it('lists each gate that is on, with its config switch', async () => {
+    // Node jobs need verbs: the chart refuses mutate.node.enabled without them, as the agent does.
     const text = await notes([
       '--set',
       'rbac.nodeOps=true',
@@ -672,6 +673,8 @@ describe('NOTES.txt (helm 4.1 client dry-run)', () => {
       'mutate.node.enabled=true',
       '--set',
       'executor.renderUnimplemented=true',
+      '--set',
+      'mutate.node.verbs={cordon}',
     ]);
     expect(text).toContain('ServiceAccount kubexa-agent-executor');
     expect(text).toContain('mutate.node.enabled=true');
