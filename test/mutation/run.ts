@@ -189,8 +189,13 @@ function killGroup(child: ChildProcess): void {
   }
 }
 
-/** Files that failed without running any test: the code did not load. */
+/**
+ * Files that failed without running any test (the code did not load), or no test at all (a
+ * global setup such as the test cluster failed): nothing was checked either way.
+ */
 function loadFailures(report: JsonReport): string | undefined {
+  if (report.numTotalTests === 0 || report.testResults.length === 0)
+    return 'no test ran (did a global setup, such as the test cluster, fail?)';
   const broken = report.testResults.filter(
     (file) => file.status === 'failed' && file.assertionResults.length === 0,
   );
@@ -322,9 +327,10 @@ async function main(): Promise<number> {
           key,
           report === undefined
             ? 'timed out'
-            : report.numFailedTests > 0 || report.testResults.some((f) => f.status === 'failed')
-              ? firstFailure(report)
-              : undefined,
+            : (loadFailures(report) ??
+                (report.numFailedTests > 0 || report.testResults.some((f) => f.status === 'failed')
+                  ? firstFailure(report)
+                  : undefined)),
         );
       }
       const broken = baselines.get(key);
