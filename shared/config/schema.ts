@@ -479,9 +479,11 @@ export const SECURITY_PROFILES = ['default', 'strict'] as const;
 /** One public key the executor accepts signed commands from (docs/security.md). */
 const CommandKey = z.object({
   /** The JWS "kid" that selects this key. */
-  id: text(),
+  id: z.string().regex(/\S/, { error: 'must not be empty: the JWS kid' }),
   /** Ed25519 public key, PEM (SPKI). */
-  public_key: text(),
+  public_key: z.string().regex(/-----BEGIN PUBLIC KEY-----/, {
+    error: 'must be an Ed25519 public key in PEM (-----BEGIN PUBLIC KEY-----)',
+  }),
 });
 
 const SecuritySection = z

@@ -268,10 +268,16 @@ type Verdict = 'accepts' | 'refuses';
 
 /**
  * Where the chart is deliberately stricter than the agent: port 0 (any free port) suits tests and
- * the demo, but the chart's probes, container ports and Service need the port number.
+ * the demo, but the chart's probes, container ports and Service need the port number. And an
+ * install refuses plaintext or unverified TLS to the gateway unless `gateway.allowInsecure`
+ * acknowledges it (docs/security.md), while the agent run by hand against a development gateway
+ * warns loudly instead (and refuses under `security.profile: strict`).
  */
 function chartIsStricter(name: string): boolean {
-  return /^observability\.(metrics|health)_addr = ":0"$/.test(name);
+  return (
+    /^observability\.(metrics|health)_addr = ":0"$/.test(name) ||
+    /^gateway\.(tls = false|insecure_skip_verify = true)$/.test(name)
+  );
 }
 
 const CHECK_ENV = { KUBEXA_TENANT_TOKEN: 'test-token' };
