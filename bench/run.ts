@@ -22,7 +22,7 @@ import type { BenchCase } from './types.js';
 
 const CASES: readonly BenchCase[] = [bufferBench, streamBench, podLogsBench, podLogsE2eBench];
 // The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this.
-const RUN_LIMIT_MS = 600_000;
+const RUN_LIMIT_MS = 1_500_000;
 
 if (CASES.map((c) => c.name).join() !== CASE_ORDER.join())
   throw new Error('bench/report.ts CASE_ORDER must list the cases of run.ts in order');
