@@ -401,10 +401,15 @@ describe('chart RBAC on a real API server', () => {
       NODE_SHELL_ROLE_GRANTS.map((g) => check(home, EXECUTOR_SA, g, ns)),
     );
     const clusterWide = NODE_SHELL_ROLE_GRANTS.map((g) => check(home, EXECUTOR_SA, g, ''));
-    const answers = await review([...inHome, ...outside, ...clusterWide], inHome);
-    expect(inHome.filter((c) => answers.get(c) !== true).map(describeCheck)).toEqual([]);
+    // Until node consoles are implemented the gate grants nothing, even at home.
+    const granted = grantingGates({ nodeShell: true }).nodeShell === true;
+    const allowedHere = granted ? inHome : [];
+    const answers = await review([...inHome, ...outside, ...clusterWide], allowedHere);
+    expect(allowedHere.filter((c) => answers.get(c) !== true).map(describeCheck)).toEqual([]);
     expect(
-      [...outside, ...clusterWide].filter((c) => answers.get(c) !== false).map(describeCheck),
+      [...(granted ? [] : inHome), ...outside, ...clusterWide]
+        .filter((c) => answers.get(c) !== false)
+        .map(describeCheck),
     ).toEqual([]);
   });
 });
