@@ -172,18 +172,30 @@ export class ContainerLog {
       return;
     }
     this.#readThrough = position;
-    if (line.raw === '' && !line.truncated) {
-      this.#extendBatchEnd(position);
-      return;
-    }
     this.#cutPlannedBefore(position);
-    const done = this.#joiner.add({ line, time: position, position, readAtMs: nowMs });
-    if (done) this.#record(done, nowMs);
+    if (line.raw === '' && !line.truncated) {
+      // A blank line joins no record's text, but a pending record spans it: the batch that
+      // holds the record holds the blank line too, so no batch can end between them.
+      if (!this.#joiner.absorbBlank(position)) this.#extendBatchEnd(position);
+    } else {
+      const done = this.#joiner.add({ line, time: position, position, readAtMs: nowMs });
+      if (done) this.#record(done, nowMs);
+    }
     const planned = this.#planned[0];
     if (planned && comparePosition(position, planned.end) === 0) {
+      this.#planned.shift();
       this.#flushJoiner(nowMs);
-      this.#cut(this.#planned.shift()?.messageId);
+      this.#cut(planned.messageId, planned.end);
     }
+  }
+
+  /**
+   * The log has no more lines (a finished instance read to its end): batches replayed from
+   * intents whose end the read did not reach are cut now, under their ids, with what it held.
+   */
+  endOfLog(nowMs: number): void {
+    this.#flushJoiner(nowMs);
+    for (const planned of this.#planned.splice(0)) this.#cut(planned.messageId, planned.end);
   }
 
   /** At the end of a connection, or when a record waited long enough: emit the pending record. */
@@ -192,9 +204,13 @@ export class ContainerLog {
     if (done) this.#record(done, nowMs);
   }
 
-  /** Returns and clears every ready batch; with `cutPartial`, the current one is cut first. */
+  /**
+   * Returns and clears every ready batch; with `cutPartial`, the current one is cut first, unless
+   * it is a replayed batch (an intent from before a crash): its end and id are pinned, so it is
+   * cut only when the read reaches that end (or the log ends), whatever the flush timing.
+   */
   takeBatches(cutPartial = true): CutBatch[] {
-    if (cutPartial && this.#batchEnd) {
+    if (cutPartial && this.#batchEnd && this.#planned.length === 0) {
       this.#cut(undefined);
       // A batch cut short by the clock, not by its size: this container writes slowly, so its
       // writer goes back to the GC rather than idle beside thousands of others.

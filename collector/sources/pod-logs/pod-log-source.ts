@@ -405,6 +405,8 @@ export function createPodLogSource(
     if (end === 'failed') return sessionFailed(read.error, key, signal);
     if (read.failed) logger.debug({ key, code }, 'no previous instance to finish');
     if (checkMisread(key, { pod, target }, log, read.failed)) return 'again';
+    // Batches replayed from intents end here even if the log ended before their recorded end.
+    log.endOfLog(clock.now());
     readToEnd.add(log);
     finishPending.add(log);
     requestFlush();
