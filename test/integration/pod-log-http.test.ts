@@ -156,6 +156,7 @@ describe('PodLogHttp', () => {
     );
     controller.abort();
     await expect(reading).resolves.toBeUndefined();
+    expect(bytes).toBeGreaterThan(LINES * 10);
     reader.close();
   });
 });

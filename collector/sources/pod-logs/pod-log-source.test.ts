@@ -15,7 +15,13 @@ import { FakeClock } from '../../../test/helpers/fake-clock.js';
 import { AgentMessage } from '../../../proto/index.js';
 import type { BufferItem } from '../../buffer/types.js';
 import type { LogRequest, PodLogKubeAccess } from './kube-access.js';
-import { createPodLogSource, noopPodLogCounters, type PodLogSource } from './pod-log-source.js';
+import type { ReleaseListener } from '../../buffer/types.js';
+import {
+  createPodLogSource,
+  noopPodLogCounters,
+  type PodLogSource,
+  type PodLogSourceDeps,
+} from './pod-log-source.js';
 
 const logger = pino({ level: 'silent' });
 const IDLE_MS = 10_000;
@@ -100,10 +106,12 @@ afterEach(async () => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-async function started(checkpointDir = '') {
+async function started(checkpointDir = '', releases?: PodLogSourceDeps['releases']) {
   const clock = new FakeClock();
   const { kube, opens, watchers } = fakeKube();
   const delivered: string[] = [];
+  /** The ids of the items enqueued, in order. */
+  const sent: string[] = [];
   const counted = { reconnects: 0, lines: 0, errors: [] as string[] };
   const source = createPodLogSource(
     {
@@ -133,11 +141,13 @@ async function started(checkpointDir = '') {
       kube,
       sink: {
         enqueue: (item: BufferItem) => {
+          sent.push(item.id);
           const message = AgentMessage.decode(item.payload);
           if (message.payload?.$case !== 'logs') return;
           for (const e of message.payload.value.entries) delivered.push(e.raw.toString());
         },
       },
+      ...(releases === undefined ? {} : { releases }),
       counters: {
         ...noopPodLogCounters,
         linesRead: (n) => {
@@ -157,7 +167,7 @@ async function started(checkpointDir = '') {
   await vi.waitFor(() => {
     expect(opens).toHaveLength(1);
   });
-  return { clock, opens, delivered, counted, watchers };
+  return { clock, opens, delivered, counted, watchers, sent, source };
 }
 
 /** Backoff sleeps: anything the clock was asked to sleep that is not the watchdog's. */
@@ -240,6 +250,41 @@ describe('pod log source reconnects', () => {
     expect(counted.reconnects).toBe(1);
   });
 
+  it('drops the unterminated fragment of a connection it closed itself, and reads the whole line on the next', async () => {
+    const { clock, opens, delivered, counted } = await started();
+    const first = opens[0];
+    // 'bravo' is cut after its timestamp: a fragment with a position of its own.
+    first?.body.write(line(1, 'alpha') + line(2, 'bravo').slice(0, -3));
+    await vi.waitFor(
+      () => {
+        expect(counted.lines).toBe(1);
+      },
+      { timeout: 10_000 },
+    );
+    clock.advance(IDLE_MS);
+    await vi.waitFor(
+      () => {
+        expect(opens).toHaveLength(2);
+      },
+      { timeout: 10_000 },
+    );
+    expect(first?.signal.aborted).toBe(true);
+    opens[1]?.body.write(line(1, 'alpha') + line(2, 'bravo') + line(3, 'charlie'));
+    await vi.waitFor(
+      () => {
+        expect(counted.lines).toBe(4);
+      },
+      { timeout: 10_000 },
+    );
+    clock.advance(2_500);
+    await vi.waitFor(
+      () => {
+        expect(delivered).toEqual(['alpha', 'bravo', 'charlie']);
+      },
+      { timeout: 10_000 },
+    );
+  });
+
   it('backs off a request that fails before any line', async () => {
     const { clock, opens, counted } = await started();
     opens[0]?.body.destroy(Object.assign(new Error('boom'), { code: 500 }));
@@ -308,6 +353,58 @@ async function misreadNewInstance(setup: Awaited<ReturnType<typeof started>>): P
     expect(delivered).toEqual(['1', '2', '3', 'A', 'B']);
   });
 }
+
+describe('pod log source checkpoints', () => {
+  it('moves the checkpoint only over batches the buffer released, not over what it enqueued', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-source-release-'));
+    dirs.push(dir);
+    const listeners: ReleaseListener[] = [];
+    const releases = {
+      onRelease(listener: ReleaseListener) {
+        listeners.push(listener);
+        return () => undefined;
+      },
+    };
+    const checkpoint = (): unknown => {
+      const db = new Database(join(dir, 'pod-logs.db'), { readonly: true });
+      try {
+        return db.prepare('SELECT sec, nanos, count FROM checkpoints').all();
+      } finally {
+        db.close();
+      }
+    };
+    const { clock, opens, delivered, sent, counted } = await started(dir, releases);
+    opens[0]?.body.write(line(1, 'a') + line(2, 'b'));
+    await vi.waitFor(
+      () => {
+        expect(counted.lines).toBe(2);
+      },
+      { timeout: 10_000 },
+    );
+    clock.advance(2_500);
+    await vi.waitFor(
+      () => {
+        expect(delivered).toEqual(['a', 'b']);
+      },
+      { timeout: 10_000 },
+    );
+    // Flushes run every 10 ms: give them time to (wrongly) move the checkpoint.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(checkpoint()).toEqual([]);
+    // The buffer releases the first batch: the next flush moves the checkpoint to its end.
+    const [firstId] = sent;
+    for (const listener of listeners) listener([firstId ?? '']);
+    const secondOfLine = Date.parse(`${SECOND}Z`) / 1000;
+    await vi.waitFor(
+      () => {
+        expect(checkpoint()).toEqual([
+          { sec: secondOfLine, nanos: sent.length > 1 ? 1 : 2, count: 1 },
+        ]);
+      },
+      { timeout: 10_000 },
+    );
+  });
+});
 
 describe('pod log source restarts', () => {
   it('finishes the previous instance with previous=true, then reads the new one from its start', async () => {
