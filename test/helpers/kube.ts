@@ -73,11 +73,13 @@ const KWOK_VERSION = 'v1alpha1';
 
 /**
  * Makes kwok serve every container log in `namespace` from a CRI-format file on this machine,
- * and the previous instance's log (`previous=true`) from `previousLogsFile` if given.
+ * and the previous instance's log (`previous=true`) from `previousLogsFile` if given. With
+ * `follow: false`, kwok ends even a follow request after sending the file, as a kubelet does for
+ * a container that is not running.
  */
 export async function serveLogsFromFile(
   kc: KubeConfig,
-  options: { namespace: string; logsFile: string; previousLogsFile?: string },
+  options: { namespace: string; logsFile: string; previousLogsFile?: string; follow?: boolean },
 ): Promise<void> {
   const previous =
     options.previousLogsFile === undefined ? {} : { previousLogsFile: options.previousLogsFile };
@@ -91,7 +93,7 @@ export async function serveLogsFromFile(
       metadata: { name: `logs-${options.namespace}`, labels: { [TEST_LABEL]: 'true' } },
       spec: {
         selector: { matchNamespaces: [options.namespace] },
-        logs: [{ logsFile: options.logsFile, ...previous, follow: true }],
+        logs: [{ logsFile: options.logsFile, ...previous, follow: options.follow ?? true }],
       },
     },
   });

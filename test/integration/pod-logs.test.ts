@@ -639,3 +639,176 @@ describe('pod log source, container restart', () => {
     }
   });
 });
+
+describe('pod log source, checkpoints of pods deleted while it was down', () => {
+  it('removes them after the first pod list, and keeps those of pods still there', async () => {
+    const sweepNs = await createTestNamespace(kc, 'podlogs-sweep');
+    const dir = await mkdtemp(join(scratch, 'sweep-'));
+    const podUids = (): string[] => {
+      const db = new Database(join(dir, 'checkpoints', 'pod-logs.db'), { readonly: true });
+      try {
+        return db
+          .prepare<[], { pod_uid: string }>(
+            'SELECT pod_uid FROM checkpoints UNION SELECT pod_uid FROM intents ORDER BY 1',
+          )
+          .all()
+          .map((row) => row.pod_uid);
+      } finally {
+        db.close();
+      }
+    };
+    const rule: LogRuleConfig = { ...keepRule(), namespace: sweepNs.name };
+    try {
+      await serveLogsFromFile(kc, { namespace: sweepNs.name, logsFile });
+      const uids = new Map<string, string>();
+      for (const name of ['keep-stays', 'keep-goes']) {
+        const created = await core.createNamespacedPod({
+          namespace: sweepNs.name,
+          body: {
+            metadata: { name, labels: { app: 'keep' } },
+            spec: {
+              containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
+              tolerations: [
+                { key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' },
+              ],
+            },
+          },
+        });
+        uids.set(name, created.metadata?.uid ?? '');
+      }
+      await waitForRunningPods(kc, sweepNs.name, 2);
+      const both = [...uids.values()].sort();
+      // First run: both pods' lines delivered and released, so both have checkpoints.
+      const first = run([rule], dir);
+      const stop = drain(first.buffer, new Map());
+      await first.source.start(AbortSignal.timeout(120_000));
+      await eventually(
+        'checkpoints of both pods',
+        () => Promise.resolve(podUids().length === 2 || undefined),
+        { timeoutMs: 30_000 },
+      );
+      stop();
+      await first.source.close();
+      await first.buffer.close();
+      expect(podUids()).toEqual(both);
+      // While the collector is down, one pod is deleted.
+      await core.deleteNamespacedPod({
+        name: 'keep-goes',
+        namespace: sweepNs.name,
+        gracePeriodSeconds: 0,
+      });
+      await eventually(
+        'the pod to be gone',
+        async () => {
+          const pods = await core.listNamespacedPod({ namespace: sweepNs.name });
+          return pods.items.every((p) => p.metadata?.name !== 'keep-goes') || undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
+      const second = run([rule], dir);
+      try {
+        await second.source.start(AbortSignal.timeout(120_000));
+        await eventually(
+          'the first pod list',
+          () => Promise.resolve(second.source.up() || undefined),
+          {
+            timeoutMs: 30_000,
+          },
+        );
+        await eventually(
+          'the deleted pod swept',
+          () => Promise.resolve(podUids().length === 1 || undefined),
+          { timeoutMs: 30_000 },
+        );
+        expect(podUids()).toEqual([uids.get('keep-stays')]);
+      } finally {
+        await second.source.close();
+        await second.buffer.close();
+      }
+    } finally {
+      await sweepNs.delete();
+    }
+  });
+});
+
+describe('pod log source, a container that is not running (issue #9)', () => {
+  it('backs off a follow stream the API server ends after re-sending what was read, and logs it once', async () => {
+    const stoppedNs = await createTestNamespace(kc, 'podlogs-stopped');
+    const dir = await mkdtemp(join(scratch, 'stopped-'));
+    const stoppedLog = join(dir, 'stopped.log');
+    const base = Date.now() - 5_000;
+    await writeFile(
+      stoppedLog,
+      [1, 2, 3].map((i) => criLine(new Date(base + i), `s-${String(i)}`)).join(''),
+    );
+    const requests: LogRequest[] = [];
+    const backoffs: string[] = [];
+    const sleeps: number[] = [];
+    const logged: string[] = [];
+    const buffer = new DurableBuffer(
+      { path: join(dir, 'buffer.db'), maxMemoryBytes: 1 << 20, maxDiskBytes: 64 << 20 },
+      { logger },
+    );
+    const seen = new Map<string, string[]>();
+    const stop = drain(buffer, seen);
+    const sourceOptions = options(
+      [{ ...keepRule(), namespace: stoppedNs.name }],
+      join(dir, 'checkpoints'),
+    );
+    const source = createPodLogSource(
+      { ...sourceOptions, logs: { ...sourceOptions.logs, tail_lines: 100 } },
+      {
+        logger: pino({ level: 'info' }, { write: (text: string) => logged.push(text) }),
+        // The real clock, recording the sleeps the source asks for.
+        clock: {
+          now: () => systemClock.now(),
+          sleep: (ms, signal) => {
+            sleeps.push(ms);
+            return systemClock.sleep(ms, signal);
+          },
+        },
+        sink: buffer,
+        releases: buffer,
+        kube: recordingKube(requests),
+        counters: { ...noopPodLogCounters, streamBackoffs: (state) => backoffs.push(state) },
+      },
+    );
+    try {
+      // kwok ends every follow request after the file, as a kubelet for a stopped container.
+      await serveLogsFromFile(kc, {
+        namespace: stoppedNs.name,
+        logsFile: stoppedLog,
+        follow: false,
+      });
+      await core.createNamespacedPod({
+        namespace: stoppedNs.name,
+        body: {
+          metadata: { name: 'keep-stopped', labels: { app: 'keep' } },
+          spec: {
+            containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
+            tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+          },
+        },
+      });
+      await waitForRunningPods(kc, stoppedNs.name, 1);
+      await source.start(AbortSignal.timeout(120_000));
+      await eventually('three backoffs', () => Promise.resolve(backoffs.length >= 3 || undefined), {
+        timeoutMs: 60_000,
+      });
+      // Each reopening after the first read waited for its backoff (1 s doubling, jittered).
+      const backoffSleeps = sleeps.filter((ms) => ms >= 800 && ms < 60_000);
+      expect(backoffSleeps.length).toBeGreaterThanOrEqual(3);
+      expect(backoffSleeps[1]).toBeGreaterThanOrEqual(1_600);
+      expect(requests.length).toBeLessThanOrEqual(backoffSleeps.length + 2);
+      expect(requests.every((r) => r.follow)).toBe(true);
+      expect(new Set(backoffs)).toEqual(new Set(['running']));
+      expect(logged.filter((l) => l.includes('ended with nothing new'))).toHaveLength(1);
+      expect([...seen.values()].flat().map((l) => l.split('/')[2])).toEqual(['s-1', 's-2', 's-3']);
+    } finally {
+      stop();
+      await source.close();
+      await buffer.close();
+      await stoppedNs.delete();
+    }
+  });
+});

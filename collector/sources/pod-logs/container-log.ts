@@ -47,6 +47,8 @@ export interface CutBatch {
   /** The encoded LogBatch body: `entryCount` LogBatch.entries elements (log-entry-encoder.ts). */
   readonly entries: Uint8Array;
   readonly entryCount: number;
+  /** The first entry's time, unix ms (AgentMetadata.timestamp); 0 if it has none. */
+  readonly firstTimeMs: number;
 }
 
 /** A batch's writer keeps at most this much room between batches; more goes back to the GC. */
@@ -96,6 +98,8 @@ export class ContainerLog {
   /** The current batch's encoded entries; created on its first entry. */
   #writer: ProtoWriter | undefined;
   #entryCount = 0;
+  /** The current batch's first entry time (unix ms). */
+  #firstTimeMs = 0;
   /** End of the last record put into (or dropped from) the current batch. */
   #batchEnd: LinePosition | undefined;
   /** End of the previous batch: the start of the current one. */
@@ -301,6 +305,7 @@ export class ContainerLog {
   #add(record: LogRecord): void {
     this.#writer ??= new ProtoWriter(INITIAL_WRITER_BYTES);
     this.#encoder.append(this.#writer, record);
+    if (this.#entryCount === 0) this.#firstTimeMs = Math.max(0, lineTimeToMs(record.time));
     this.#entryCount++;
   }
 
@@ -318,7 +323,13 @@ export class ContainerLog {
     this.#batchEnd = undefined;
     this.#outstanding.push({ messageId, end, released: entryCount === 0 });
     if (entryCount > 0 && this.#writer) {
-      this.#ready.push({ messageId, end, entries: Buffer.from(this.#writer.view()), entryCount });
+      this.#ready.push({
+        messageId,
+        end,
+        entries: Buffer.from(this.#writer.view()),
+        entryCount,
+        firstTimeMs: this.#firstTimeMs,
+      });
       this.#entryCount = 0;
       this.#writer.reset(KEPT_WRITER_BYTES);
     }

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PodLogHttp, PodLogRequestError } from './pod-log-http.js';
+import { logUrl, PodLogHttp, PodLogRequestError } from './pod-log-http.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -98,6 +98,20 @@ describe('PodLogHttp over plain HTTP', () => {
     });
     expect(seen?.headers.authorization).toBe('Bearer test-token-123');
     expect(seen?.headers['user-agent']).toMatch(/^kubexa-agent\/\S+ \(collector; pod-logs\)$/);
+  });
+
+  it('asks tailLines=0 for a tail of 0 (nothing before now), and no tail when there is none', () => {
+    const url = (tailLines?: number) =>
+      logUrl('https://api.example:6443/', {
+        namespace: 'shop',
+        pod: 'web-0',
+        container: 'app',
+        follow: true,
+        ...(tailLines === undefined ? {} : { tailLines }),
+      }).searchParams.get('tailLines');
+    expect(url(0)).toBe('0');
+    expect(url(5)).toBe('5');
+    expect(url()).toBeNull();
   });
 
   it('refuses with the status and the API server message, the Status code winning', async () => {
