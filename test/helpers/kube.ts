@@ -73,13 +73,11 @@ const KWOK_VERSION = 'v1alpha1';
 
 /**
  * Makes kwok serve every container log in `namespace` from a CRI-format file on this machine,
- * and the previous instance's log (`previous=true`) from `previousLogsFile` if given. With
- * `follow: false`, kwok ends even a follow request after sending the file, as a kubelet does for
- * a container that is not running.
+ * and the previous instance's log (`previous=true`) from `previousLogsFile` if given.
  */
 export async function serveLogsFromFile(
   kc: KubeConfig,
-  options: { namespace: string; logsFile: string; previousLogsFile?: string; follow?: boolean },
+  options: { namespace: string; logsFile: string; previousLogsFile?: string },
 ): Promise<void> {
   const previous =
     options.previousLogsFile === undefined ? {} : { previousLogsFile: options.previousLogsFile };
@@ -93,7 +91,7 @@ export async function serveLogsFromFile(
       metadata: { name: `logs-${options.namespace}`, labels: { [TEST_LABEL]: 'true' } },
       spec: {
         selector: { matchNamespaces: [options.namespace] },
-        logs: [{ logsFile: options.logsFile, ...previous, follow: options.follow ?? true }],
+        logs: [{ logsFile: options.logsFile, ...previous, follow: true }],
       },
     },
   });

@@ -731,32 +731,33 @@ describe('pod log source, checkpoints of pods deleted while it was down', () => 
   });
 });
 
-describe('pod log source, a container that is not running (issue #9)', () => {
-  it('backs off a follow stream the API server ends after re-sending what was read, and logs it once', async () => {
-    const stoppedNs = await createTestNamespace(kc, 'podlogs-stopped');
-    const dir = await mkdtemp(join(scratch, 'stopped-'));
-    const stoppedLog = join(dir, 'stopped.log');
-    const base = Date.now() - 5_000;
+describe('pod log source, a stream that ends with nothing new (issue #9)', () => {
+  it('backs off a follow stream cut right after re-sending what was read, and logs it once', async () => {
+    // A kubelet ends the follow stream of a container that is not running right after sending
+    // its log again. kwok always follows, so the TCP proxy ends each connection once the
+    // re-sent lines have arrived: the collector sees only lines it has, then the end.
+    const quietNs = await createTestNamespace(kc, 'podlogs-quiet');
+    const dir = await mkdtemp(join(scratch, 'quiet-'));
+    const quietLog = join(dir, 'quiet.log');
+    const base = Math.floor(Date.now() / 1000) * 1000 - 5_000;
     await writeFile(
-      stoppedLog,
-      [1, 2, 3].map((i) => criLine(new Date(base + i), `s-${String(i)}`)).join(''),
+      quietLog,
+      [1, 2, 3].map((i) => criLine(new Date(base + i), `q-${String(i)}`)).join(''),
     );
+    const proxy = await startTcpProxy(kc);
     const requests: LogRequest[] = [];
     const backoffs: string[] = [];
     const sleeps: number[] = [];
     const logged: string[] = [];
+    let linesRead = 0;
     const buffer = new DurableBuffer(
       { path: join(dir, 'buffer.db'), maxMemoryBytes: 1 << 20, maxDiskBytes: 64 << 20 },
       { logger },
     );
     const seen = new Map<string, string[]>();
     const stop = drain(buffer, seen);
-    const sourceOptions = options(
-      [{ ...keepRule(), namespace: stoppedNs.name }],
-      join(dir, 'checkpoints'),
-    );
     const source = createPodLogSource(
-      { ...sourceOptions, logs: { ...sourceOptions.logs, tail_lines: 100 } },
+      options([{ ...keepRule(), namespace: quietNs.name }], join(dir, 'checkpoints')),
       {
         logger: pino({ level: 'info' }, { write: (text: string) => logged.push(text) }),
         // The real clock, recording the sleeps the source asks for.
@@ -769,46 +770,64 @@ describe('pod log source, a container that is not running (issue #9)', () => {
         },
         sink: buffer,
         releases: buffer,
-        kube: recordingKube(requests),
-        counters: { ...noopPodLogCounters, streamBackoffs: (state) => backoffs.push(state) },
+        // Only the log reads go through the proxy; the pod watch does not see its cuts.
+        kube: { ...kubePodLogAccess(kc), logs: recordingKube(requests, proxy.kubeConfig).logs },
+        counters: {
+          ...noopPodLogCounters,
+          linesRead: (n) => {
+            linesRead += n;
+          },
+          streamBackoffs: (state) => backoffs.push(state),
+        },
       },
     );
+    const until = (what: string, probe: () => boolean) =>
+      eventually(what, () => Promise.resolve(probe() || undefined), { timeoutMs: 30_000 });
     try {
-      // kwok ends every follow request after the file, as a kubelet for a stopped container.
-      await serveLogsFromFile(kc, {
-        namespace: stoppedNs.name,
-        logsFile: stoppedLog,
-        follow: false,
-      });
+      await serveLogsFromFile(kc, { namespace: quietNs.name, logsFile: quietLog });
       await core.createNamespacedPod({
-        namespace: stoppedNs.name,
+        namespace: quietNs.name,
         body: {
-          metadata: { name: 'keep-stopped', labels: { app: 'keep' } },
+          metadata: { name: 'keep-quiet', labels: { app: 'keep' } },
           spec: {
             containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
             tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
           },
         },
       });
-      await waitForRunningPods(kc, stoppedNs.name, 1);
+      await waitForRunningPods(kc, quietNs.name, 1);
       await source.start(AbortSignal.timeout(120_000));
-      await eventually('three backoffs', () => Promise.resolve(backoffs.length >= 3 || undefined), {
-        timeoutMs: 60_000,
+      await until('the first read', () => linesRead >= 3);
+      // New lines, then the end: reopened at once.
+      proxy.cut();
+      for (let round = 0; round < 3; round++) {
+        await until(`reconnect ${String(round + 1)} re-sent the lines`, () => {
+          return requests.length === round + 2 && linesRead >= 3 * (round + 2);
+        });
+        proxy.cut();
+        await until(`backoff ${String(round + 1)}`, () => backoffs.length === round + 1);
+      }
+      await until('the reconnect after the last backoff', () => requests.length === 5);
+      // Each reopening after a read of old lines only waited for its backoff (1 s doubling,
+      // jittered by +-20 %), and came from the position.
+      const backoffSleeps = sleeps.filter((ms) => ms >= 500 && ms < 60_000);
+      expect(backoffSleeps).toHaveLength(3);
+      backoffSleeps.forEach((ms, i) => {
+        expect(ms).toBeGreaterThanOrEqual(800 * 2 ** i);
+        expect(ms).toBeLessThanOrEqual(1_200 * 2 ** i);
       });
-      // Each reopening after the first read waited for its backoff (1 s doubling, jittered).
-      const backoffSleeps = sleeps.filter((ms) => ms >= 800 && ms < 60_000);
-      expect(backoffSleeps.length).toBeGreaterThanOrEqual(3);
-      expect(backoffSleeps[1]).toBeGreaterThanOrEqual(1_600);
-      expect(requests.length).toBeLessThanOrEqual(backoffSleeps.length + 2);
-      expect(requests.every((r) => r.follow)).toBe(true);
-      expect(new Set(backoffs)).toEqual(new Set(['running']));
-      expect(logged.filter((l) => l.includes('ended with nothing new'))).toHaveLength(1);
-      expect([...seen.values()].flat().map((l) => l.split('/')[2])).toEqual(['s-1', 's-2', 's-3']);
+      expect(requests.slice(1).every((r) => r.sinceTime?.getTime() === base)).toBe(true);
+      expect(backoffs).toEqual(['running', 'running', 'running']);
+      const quiet = logged.filter((l) => l.includes('ended with nothing new'));
+      expect(quiet).toHaveLength(1);
+      expect(quiet[0]).toContain('"reason":"cut, container running"');
+      expect([...seen.values()].flat().map((l) => l.split('/')[2])).toEqual(['q-1', 'q-2', 'q-3']);
     } finally {
       stop();
       await source.close();
       await buffer.close();
-      await stoppedNs.delete();
+      await proxy.close();
+      await quietNs.delete();
     }
   });
 });

@@ -334,7 +334,7 @@ describe('pod log source, a stream ended with nothing new (issue #9)', () => {
     }
     expect(counted.backoffs).toEqual(['running', 'running', 'running']);
     expect(quietLines()).toHaveLength(1);
-    expect(quietLines()[0]).toContain('"container":"running"');
+    expect(quietLines()[0]).toContain('"reason":"ended, container running"');
     // New lines again: reconnects at once, and says so once.
     opens[4]?.body.end(line(1, 'a') + line(2, 'b') + line(3, 'c'));
     await vi.waitFor(

@@ -381,10 +381,12 @@ export function createPodLogSource(
   ): SessionOutcome {
     if (read.advanced) leaveQuiet(key);
     if (read.failed) {
-      if (!read.advanced) return sessionFailed(read.error, key, signal);
-      // Cut after it delivered new lines: resume at once from the position.
+      if (read.lines === 0) return sessionFailed(read.error, key, signal);
       counters.streamErrors('cut');
       counters.reconnects(1);
+      // Cut after it delivered new lines: resume at once from the position. Cut after only
+      // lines we had (a stopped container's log sent again): back off, as an ended stream.
+      if (!read.advanced) return quietEnd(key, pod, target.container, 'cut');
       logger.debug({ key, err: read.error }, 'log stream cut, resuming');
       return 'again';
     }
@@ -397,23 +399,28 @@ export function createPodLogSource(
     // follow stream of a container that is not running (back-off, exited) right after sending
     // its log again: only lines we have. Reopening that at once is a tight loop, so it backs off.
     if (read.advanced || closedByUs) return 'again';
-    enterQuiet(key, pod, target.container);
-    return 'retry';
+    return quietEnd(key, pod, target.container, 'ended');
   }
 
   /**
-   * A follow stream ended with nothing new: counted each time, logged once per container state
-   * (entering the quiet state, or a change of the container's state while in it).
+   * A follow stream ended or was cut with nothing new: it reopens after backoff, counted each
+   * time, logged once per container state (entering the quiet state, or a change of the
+   * container's state while in it).
    */
-  function enterQuiet(key: string, pod: V1Pod, container: string): void {
+  function quietEnd(
+    key: string,
+    pod: V1Pod,
+    container: string,
+    how: 'ended' | 'cut',
+  ): SessionOutcome {
     const state = containerStateOf(pod, container);
     counters.streamBackoffs(state.kind);
-    if (quiet.get(key) === state.text) return;
-    quiet.set(key, state.text);
-    logger.info(
-      { key, container: state.text },
-      'log stream ended with nothing new: reopening it with backoff',
-    );
+    const reason = `${how}, container ${state.text}`;
+    if (quiet.get(key) !== reason) {
+      quiet.set(key, reason);
+      logger.info({ key, reason }, 'log stream ended with nothing new: reopening it with backoff');
+    }
+    return 'retry';
   }
 
   function leaveQuiet(key: string): void {
