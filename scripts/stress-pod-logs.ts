@@ -49,6 +49,10 @@ function report(result: PodLogKillResult, seed: number): void {
     ['duplicates (a line stored twice, any id)', String(result.duplicates)],
     ['losses', String(result.losses)],
     ['refused lines stored anyway', String(result.leaks)],
+    [
+      'kills while starting / streaming / after acks',
+      `${String(result.phases.starting)} / ${String(result.phases.streaming)} / ${String(result.phases.acked)}`,
+    ],
     ['duration', `${(result.durationMs / 1000).toFixed(0)} s`],
     ['seed', String(seed)],
   ];
@@ -77,6 +81,12 @@ async function main(): Promise<number> {
     if (cluster) killClusterProcesses(cluster.workdir, cluster.name);
   };
   process.once('exit', onExit);
+  // Ctrl-C or a kill: stop the cluster on the way out (exit handlers do not run on a signal).
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      process.exit(130);
+    });
+  }
   try {
     let kubeconfigPath = values.kubeconfig;
     if (kubeconfigPath === undefined) {

@@ -86,6 +86,7 @@ export interface PodLogKillResult {
   /** Messages the gateway dropped as already stored (re-sent under the same id). */
   readonly resendsDeduplicated: number;
   readonly durationMs: number;
+  readonly phases: KillPhases;
   /** Up to 10 examples per kind, for the report. */
   readonly examples: { duplicates: string[]; losses: string[]; leaks: string[] };
 }
@@ -166,9 +167,37 @@ function startWriter(logsFile: string, written: Written) {
 
 interface Child {
   readonly child: ChildProcess;
-  readonly reported: Promise<void>;
   readonly lines: string[];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** The fixture's report line (every 100 ms): streams open, batches unreleased, items acked. */
+interface Report {
+  readonly active: number;
+  readonly unreleased: number;
+  readonly settled: number;
+}
+
+function latestReport(run: Child): Report | undefined {
+  const line = run.lines.at(-1);
+  return line === undefined ? undefined : (JSON.parse(line) as Report);
+}
+
+/** Waits (up to 30 s) until the child's report satisfies `ready`, or the child exits. */
+async function whenReported(run: Child, ready: (report: Report) => boolean): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (run.child.exitCode === null && run.child.signalCode === null && Date.now() < deadline) {
+    const report = latestReport(run);
+    if (report && ready(report)) return;
+    await sleep(20);
+  }
+}
+
+/** Where the kills landed: while starting, with streams open (replay, follow), after acks. */
+export interface KillPhases {
+  starting: number;
+  streaming: number;
+  acked: number;
 }
 
 /** Counts, per container, how often each numbered line is stored at the gateway. */
@@ -257,29 +286,35 @@ export async function runPodLogKillStress(options: PodLogKillOptions): Promise<P
         { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
       );
       const lines: string[] = [];
-      let onFirst: () => void = () => undefined;
-      const reported = new Promise<void>((resolve) => {
-        onFirst = resolve;
-      });
       createInterface({ input: child.stdout }).on('line', (line) => {
-        lines.push(line);
-        onFirst();
+        if (line.startsWith('{')) lines.push(line);
       });
       const exited = once(child, 'exit').then(([code, signal]) => ({
         code: code as number | null,
         signal: signal as NodeJS.Signals | null,
       }));
-      const run = { child, reported, lines, exited };
+      const run = { child, lines, exited };
       children.push(run);
       return run;
     };
 
     const maxDelay = options.maxKillDelayMs ?? 1_500;
+    const phases: KillPhases = { starting: 0, streaming: 0, acked: 0 };
     for (let kill = 1; kill <= options.kills; kill++) {
       const run = startCollector();
-      // Most kills land after the child is up (its first report), anywhere in its flush cycle,
-      // through the replay and the steady follow; one in eight lands during its start.
-      if (rand() < 0.875) await Promise.race([run.reported, run.exited]);
+      // One kill in eight lands while the child starts; three in eight once its streams are
+      // open (the replay of the last run's intents, then the follow); half once the gateway
+      // has acked batches of this run (releases, checkpoint flushes). Then a random delay of
+      // up to six flush cycles puts each kill anywhere in the cycle.
+      const phase = rand();
+      if (phase < 0.125) phases.starting++;
+      else if (phase < 0.5) {
+        phases.streaming++;
+        await whenReported(run, (r) => r.active > 0);
+      } else {
+        phases.acked++;
+        await whenReported(run, (r) => r.settled > 0);
+      }
       await sleep(Math.floor(rand() * maxDelay));
       run.child.kill('SIGKILL');
       const exit = await run.exited;
@@ -359,6 +394,7 @@ export async function runPodLogKillStress(options: PodLogKillOptions): Promise<P
       messagesStored: gateway.store.count('logs'),
       resendsDeduplicated: gateway.store.duplicates,
       durationMs: Date.now() - started,
+      phases,
       examples,
     };
   } finally {
