@@ -23,7 +23,7 @@ afterAll(async () => {
 describe('pod log exactly-once under repeated SIGKILL', () => {
   it(
     `${String(KILLS)} kills across the flush cycle: no line stored twice, none lost, none refused stored`,
-    { timeout: 300_000 },
+    { timeout: 480_000 },
     async () => {
       const result = await runPodLogKillStress({
         kubeconfigPath: inject('kubeconfigPath'),
