@@ -220,6 +220,7 @@ export interface PodLogMetrics {
   truncated(count: number): void;
   reconnects(count: number): void;
   streamErrors(kind: string): void;
+  streamBackoffs(state: string): void;
 }
 
 /** The heartbeat field each pod-log drop reason adds to. */
@@ -301,7 +302,16 @@ export function registerPodLogMetrics(
     labelNames: ['kind'],
     registers,
   });
+  const backoffs = new Counter({
+    name: 'kubexa_collector_log_stream_backoffs_total',
+    help: 'Follow streams the API server ended with nothing new (a container not running), reopened after backoff, by container state.',
+    labelNames: ['state'],
+    registers,
+  });
   return {
+    streamBackoffs: (state) => {
+      backoffs.inc({ state });
+    },
     linesRead: (count) => {
       lines.inc(count);
     },

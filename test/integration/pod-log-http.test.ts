@@ -100,6 +100,12 @@ describe('PodLogHttp', () => {
       `line-${String(LINES - 2)}`,
       `line-${String(LINES - 1)}`,
     ]);
+    // tailLines 0 is "nothing before now", as kubectl --tail=0: not the whole history.
+    let tailZeroBytes = 0;
+    await reader.read(request({ tailLines: 0 }), new AbortController().signal, (chunk) => {
+      tailZeroBytes += chunk.length;
+    });
+    expect(tailZeroBytes).toBe(0);
     reader.close();
   });
 
@@ -156,6 +162,7 @@ describe('PodLogHttp', () => {
     );
     controller.abort();
     await expect(reading).resolves.toBeUndefined();
+    expect(bytes).toBeGreaterThan(LINES * 10);
     reader.close();
   });
 });

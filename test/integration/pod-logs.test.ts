@@ -639,3 +639,195 @@ describe('pod log source, container restart', () => {
     }
   });
 });
+
+describe('pod log source, checkpoints of pods deleted while it was down', () => {
+  it('removes them after the first pod list, and keeps those of pods still there', async () => {
+    const sweepNs = await createTestNamespace(kc, 'podlogs-sweep');
+    const dir = await mkdtemp(join(scratch, 'sweep-'));
+    const podUids = (): string[] => {
+      const db = new Database(join(dir, 'checkpoints', 'pod-logs.db'), { readonly: true });
+      try {
+        return db
+          .prepare<[], { pod_uid: string }>(
+            'SELECT pod_uid FROM checkpoints UNION SELECT pod_uid FROM intents ORDER BY 1',
+          )
+          .all()
+          .map((row) => row.pod_uid);
+      } finally {
+        db.close();
+      }
+    };
+    const rule: LogRuleConfig = { ...keepRule(), namespace: sweepNs.name };
+    try {
+      await serveLogsFromFile(kc, { namespace: sweepNs.name, logsFile });
+      const uids = new Map<string, string>();
+      for (const name of ['keep-stays', 'keep-goes']) {
+        const created = await core.createNamespacedPod({
+          namespace: sweepNs.name,
+          body: {
+            metadata: { name, labels: { app: 'keep' } },
+            spec: {
+              containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
+              tolerations: [
+                { key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' },
+              ],
+            },
+          },
+        });
+        uids.set(name, created.metadata?.uid ?? '');
+      }
+      await waitForRunningPods(kc, sweepNs.name, 2);
+      const both = [...uids.values()].sort();
+      // First run: both pods' lines delivered and released, so both have checkpoints.
+      const first = run([rule], dir);
+      const stop = drain(first.buffer, new Map());
+      await first.source.start(AbortSignal.timeout(120_000));
+      await eventually(
+        'checkpoints of both pods',
+        () => Promise.resolve(podUids().length === 2 || undefined),
+        { timeoutMs: 30_000 },
+      );
+      stop();
+      await first.source.close();
+      await first.buffer.close();
+      expect(podUids()).toEqual(both);
+      // While the collector is down, one pod is deleted.
+      await core.deleteNamespacedPod({
+        name: 'keep-goes',
+        namespace: sweepNs.name,
+        gracePeriodSeconds: 0,
+      });
+      await eventually(
+        'the pod to be gone',
+        async () => {
+          const pods = await core.listNamespacedPod({ namespace: sweepNs.name });
+          return pods.items.every((p) => p.metadata?.name !== 'keep-goes') || undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
+      const second = run([rule], dir);
+      try {
+        await second.source.start(AbortSignal.timeout(120_000));
+        await eventually(
+          'the first pod list',
+          () => Promise.resolve(second.source.up() || undefined),
+          {
+            timeoutMs: 30_000,
+          },
+        );
+        await eventually(
+          'the deleted pod swept',
+          () => Promise.resolve(podUids().length === 1 || undefined),
+          { timeoutMs: 30_000 },
+        );
+        expect(podUids()).toEqual([uids.get('keep-stays')]);
+      } finally {
+        await second.source.close();
+        await second.buffer.close();
+      }
+    } finally {
+      await sweepNs.delete();
+    }
+  });
+});
+
+describe('pod log source, a stream that ends with nothing new (issue #9)', () => {
+  it('backs off a follow stream cut right after re-sending what was read, and logs it once', async () => {
+    // A kubelet ends the follow stream of a container that is not running right after sending
+    // its log again. kwok always follows, so the TCP proxy ends each connection once the
+    // re-sent lines have arrived: the collector sees only lines it has, then the end.
+    const quietNs = await createTestNamespace(kc, 'podlogs-quiet');
+    const dir = await mkdtemp(join(scratch, 'quiet-'));
+    const quietLog = join(dir, 'quiet.log');
+    const base = Math.floor(Date.now() / 1000) * 1000 - 5_000;
+    await writeFile(
+      quietLog,
+      [1, 2, 3].map((i) => criLine(new Date(base + i), `q-${String(i)}`)).join(''),
+    );
+    const proxy = await startTcpProxy(kc);
+    const requests: LogRequest[] = [];
+    const backoffs: string[] = [];
+    const sleeps: number[] = [];
+    const logged: string[] = [];
+    let linesRead = 0;
+    const buffer = new DurableBuffer(
+      { path: join(dir, 'buffer.db'), maxMemoryBytes: 1 << 20, maxDiskBytes: 64 << 20 },
+      { logger },
+    );
+    const seen = new Map<string, string[]>();
+    const stop = drain(buffer, seen);
+    const source = createPodLogSource(
+      options([{ ...keepRule(), namespace: quietNs.name }], join(dir, 'checkpoints')),
+      {
+        logger: pino({ level: 'info' }, { write: (text: string) => logged.push(text) }),
+        // The real clock, recording the sleeps the source asks for.
+        clock: {
+          now: () => systemClock.now(),
+          sleep: (ms, signal) => {
+            sleeps.push(ms);
+            return systemClock.sleep(ms, signal);
+          },
+        },
+        sink: buffer,
+        releases: buffer,
+        // Only the log reads go through the proxy; the pod watch does not see its cuts.
+        kube: { ...kubePodLogAccess(kc), logs: recordingKube(requests, proxy.kubeConfig).logs },
+        counters: {
+          ...noopPodLogCounters,
+          linesRead: (n) => {
+            linesRead += n;
+          },
+          streamBackoffs: (state) => backoffs.push(state),
+        },
+      },
+    );
+    const until = (what: string, probe: () => boolean) =>
+      eventually(what, () => Promise.resolve(probe() || undefined), { timeoutMs: 30_000 });
+    try {
+      await serveLogsFromFile(kc, { namespace: quietNs.name, logsFile: quietLog });
+      await core.createNamespacedPod({
+        namespace: quietNs.name,
+        body: {
+          metadata: { name: 'keep-quiet', labels: { app: 'keep' } },
+          spec: {
+            containers: [{ name: 'app', image: 'registry.invalid/app:1' }],
+            tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+          },
+        },
+      });
+      await waitForRunningPods(kc, quietNs.name, 1);
+      await source.start(AbortSignal.timeout(120_000));
+      await until('the first read', () => linesRead >= 3);
+      // New lines, then the end: reopened at once.
+      proxy.cut();
+      for (let round = 0; round < 3; round++) {
+        await until(`reconnect ${String(round + 1)} re-sent the lines`, () => {
+          return requests.length === round + 2 && linesRead >= 3 * (round + 2);
+        });
+        proxy.cut();
+        await until(`backoff ${String(round + 1)}`, () => backoffs.length === round + 1);
+      }
+      await until('the reconnect after the last backoff', () => requests.length === 5);
+      // Each reopening after a read of old lines only waited for its backoff (1 s doubling,
+      // jittered by +-20 %), and came from the position.
+      const backoffSleeps = sleeps.filter((ms) => ms >= 500 && ms < 60_000);
+      expect(backoffSleeps).toHaveLength(3);
+      backoffSleeps.forEach((ms, i) => {
+        expect(ms).toBeGreaterThanOrEqual(800 * 2 ** i);
+        expect(ms).toBeLessThanOrEqual(1_200 * 2 ** i);
+      });
+      expect(requests.slice(1).every((r) => r.sinceTime?.getTime() === base)).toBe(true);
+      expect(backoffs).toEqual(['running', 'running', 'running']);
+      const quiet = logged.filter((l) => l.includes('ended with nothing new'));
+      expect(quiet).toHaveLength(1);
+      expect(quiet[0]).toContain('"reason":"cut, container running"');
+      expect([...seen.values()].flat().map((l) => l.split('/')[2])).toEqual(['q-1', 'q-2', 'q-3']);
+    } finally {
+      stop();
+      await source.close();
+      await buffer.close();
+      await proxy.close();
+      await quietNs.delete();
+    }
+  });
+});

@@ -55,7 +55,9 @@ export interface CheckpointStore {
   markPodDeleted(podUid: string, atMs: number): void;
   /** Deletes checkpoints and intents of pods deleted before `cutoffMs`; returns how many rows. */
   sweep(cutoffMs: number): number;
-  /** Instances with a checkpoint that belong to none of `livePodUids` (for cleanup on relist). */
+  /** Deletes the checkpoints and intents of these pods now (gone before this start); rows deleted. */
+  removePods(podUids: readonly string[]): number;
+  /** The pods that have a checkpoint or intents (after the first pod list, the absent ones are swept). */
   podUids(): string[];
   close(): void;
 }
@@ -129,7 +131,9 @@ export function openCheckpointStore(
   );
   const deletePodCheckpoints = db.prepare('DELETE FROM checkpoints WHERE pod_uid = ?');
   const deletePodIntents = db.prepare('DELETE FROM intents WHERE pod_uid = ?');
-  const allPods = db.prepare<[], { pod_uid: string }>('SELECT DISTINCT pod_uid FROM checkpoints');
+  const allPods = db.prepare<[], { pod_uid: string }>(
+    'SELECT pod_uid FROM checkpoints UNION SELECT pod_uid FROM intents',
+  );
 
   return {
     load(instance) {
@@ -163,6 +167,14 @@ export function openCheckpointStore(
     sweep: db.transaction((cutoffMs: number) => {
       let rows = 0;
       for (const { pod_uid: podUid } of expired.all(cutoffMs)) {
+        rows += deletePodCheckpoints.run(podUid).changes;
+        rows += deletePodIntents.run(podUid).changes;
+      }
+      return rows;
+    }),
+    removePods: db.transaction((podUids: readonly string[]) => {
+      let rows = 0;
+      for (const podUid of podUids) {
         rows += deletePodCheckpoints.run(podUid).changes;
         rows += deletePodIntents.run(podUid).changes;
       }
@@ -215,6 +227,7 @@ export const memoryOnlyCheckpoints: CheckpointStore = {
   markFinished: () => undefined,
   markPodDeleted: () => undefined,
   sweep: () => 0,
+  removePods: () => 0,
   podUids: () => [],
   close: () => undefined,
 };

@@ -49,6 +49,8 @@ export interface CutBatch {
   /** The encoded LogBatch body: `entryCount` LogBatch.entries elements (log-entry-encoder.ts). */
   readonly entries: Uint8Array;
   readonly entryCount: number;
+  /** The first entry's time, unix ms (AgentMetadata.timestamp); 0 if it has none. */
+  readonly firstTimeMs: number;
 }
 
 /** A batch's writer keeps at most this much room between batches; more goes back to the GC. */
@@ -98,6 +100,8 @@ export class ContainerLog {
   /** The current batch's encoded entries; created on its first entry. */
   #writer: ProtoWriter | undefined;
   #entryCount = 0;
+  /** The current batch's first entry time (unix ms). */
+  #firstTimeMs = 0;
   /** End of the last record put into (or dropped from) the current batch. */
   #batchEnd: LinePosition | undefined;
   /** End of the previous batch: the start of the current one. */
@@ -175,18 +179,30 @@ export class ContainerLog {
     }
     if (line.truncated) this.#options.onTruncated?.();
     this.#readThrough = position;
-    if (line.raw === '' && !line.truncated) {
-      this.#extendBatchEnd(position);
-      return;
-    }
     this.#cutPlannedBefore(position);
-    const done = this.#joiner.add({ line, time: position, position, readAtMs: nowMs });
-    if (done) this.#record(done, nowMs);
+    if (line.raw === '' && !line.truncated) {
+      // A blank line joins no record's text, but a pending record spans it: the batch that
+      // holds the record holds the blank line too, so no batch can end between them.
+      if (!this.#joiner.absorbBlank(position)) this.#extendBatchEnd(position);
+    } else {
+      const done = this.#joiner.add({ line, time: position, position, readAtMs: nowMs });
+      if (done) this.#record(done, nowMs);
+    }
     const planned = this.#planned[0];
     if (planned && comparePosition(position, planned.end) === 0) {
+      this.#planned.shift();
       this.#flushJoiner(nowMs);
-      this.#cut(this.#planned.shift()?.messageId);
+      this.#cut(planned.messageId, planned.end);
     }
+  }
+
+  /**
+   * The log has no more lines (a finished instance read to its end): batches replayed from
+   * intents whose end the read did not reach are cut now, under their ids, with what it held.
+   */
+  endOfLog(nowMs: number): void {
+    this.#flushJoiner(nowMs);
+    for (const planned of this.#planned.splice(0)) this.#cut(planned.messageId, planned.end);
   }
 
   /** At the end of a connection, or when a record waited long enough: emit the pending record. */
@@ -195,9 +211,13 @@ export class ContainerLog {
     if (done) this.#record(done, nowMs);
   }
 
-  /** Returns and clears every ready batch; with `cutPartial`, the current one is cut first. */
+  /**
+   * Returns and clears every ready batch; with `cutPartial`, the current one is cut first, unless
+   * it is a replayed batch (an intent from before a crash): its end and id are pinned, so it is
+   * cut only when the read reaches that end (or the log ends), whatever the flush timing.
+   */
   takeBatches(cutPartial = true): CutBatch[] {
-    if (cutPartial && this.#batchEnd) {
+    if (cutPartial && this.#batchEnd && this.#planned.length === 0) {
       this.#cut(undefined);
       // A batch cut short by the clock, not by its size: this container writes slowly, so its
       // writer goes back to the GC rather than idle beside thousands of others.
@@ -288,6 +308,7 @@ export class ContainerLog {
   #add(record: LogRecord): void {
     this.#writer ??= new ProtoWriter(INITIAL_WRITER_BYTES);
     this.#encoder.append(this.#writer, record);
+    if (this.#entryCount === 0) this.#firstTimeMs = Math.max(0, lineTimeToMs(record.time));
     this.#entryCount++;
   }
 
@@ -305,7 +326,13 @@ export class ContainerLog {
     this.#batchEnd = undefined;
     this.#outstanding.push({ messageId, end, released: entryCount === 0 });
     if (entryCount > 0 && this.#writer) {
-      this.#ready.push({ messageId, end, entries: Buffer.from(this.#writer.view()), entryCount });
+      this.#ready.push({
+        messageId,
+        end,
+        entries: Buffer.from(this.#writer.view()),
+        entryCount,
+        firstTimeMs: this.#firstTimeMs,
+      });
       this.#entryCount = 0;
       this.#writer.reset(KEPT_WRITER_BYTES);
     }

@@ -118,6 +118,17 @@ export class Joiner {
     };
   }
 
+  /**
+   * A blank line while a record is pending: the record spans it (its text does not), so the
+   * record and the blank line go into the same batch and a checkpoint never lands between them.
+   * False when no record is pending.
+   */
+  absorbBlank(position: LinePosition): boolean {
+    if (!this.#pending) return false;
+    this.#pending.end = position;
+    return true;
+  }
+
   /** Emits the pending record if no line was added to it for `holdMs` of wall-clock time. */
   flushIdle(nowMs: number): LogRecord | undefined {
     if (!this.#pending || nowMs - this.#pending.lastReadAtMs < this.#options.holdMs)

@@ -134,11 +134,6 @@ export function lineTimeToMs(time: LineTime): number {
   return time.sec * 1000 + Math.floor(time.nanos / 1e6);
 }
 
-export function lineTimeFromMs(ms: number): LineTime {
-  const sec = Math.floor(ms / 1000);
-  return { sec, nanos: (ms - sec * 1000) * 1e6 };
-}
-
 /** RFC3339 with second precision: what the API server passes on as sinceTime. */
 export function lineTimeToSinceTime(time: LineTime): Date {
   return new Date(time.sec * 1000);

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PodLogHttp, PodLogRequestError } from './pod-log-http.js';
+import { logUrl, PodLogHttp, PodLogRequestError } from './pod-log-http.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -54,22 +54,38 @@ const outcome = (read: Promise<void>): Promise<unknown> =>
 describe('PodLogHttp over plain HTTP', () => {
   it('sends the log request with its parameters and credentials, and hands over every chunk', async () => {
     let seen: IncomingMessage | undefined;
+    // The server writes its second chunk only once the caller holds the first (or after 5 s):
+    // a reader that gathered chunks and handed them over later would be seen here.
+    let firstHandedOver: () => void = () => undefined;
+    const handedOver = new Promise<string>((resolve) => {
+      firstHandedOver = () => {
+        resolve('first chunk handed over before the second was written');
+      };
+    });
     const server = await serve((req, res) => {
       seen = req;
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.write('2026-01-02T03:04:05.000000001Z a\n');
-      setTimeout(() => {
-        res.end('2026-01-02T03:04:05.000000002Z b\n');
-      }, 20);
+      void Promise.race([
+        handedOver,
+        new Promise<string>((resolve) =>
+          setTimeout(() => {
+            resolve('first chunk still held after 5 s');
+          }, 5_000),
+        ),
+      ]).then((verdict) => {
+        res.end(`2026-01-02T03:04:05.000000002Z ${verdict}\n`);
+      });
     });
     const chunks: string[] = [];
-    await new PodLogHttp(kubeConfig(server)).read(request, new AbortController().signal, (c) =>
-      chunks.push(c.toString()),
-    );
-    expect(chunks.join('')).toBe(
-      '2026-01-02T03:04:05.000000001Z a\n2026-01-02T03:04:05.000000002Z b\n',
-    );
-    expect(chunks.length).toBeGreaterThanOrEqual(2);
+    await new PodLogHttp(kubeConfig(server)).read(request, new AbortController().signal, (c) => {
+      chunks.push(c.toString());
+      firstHandedOver();
+    });
+    expect(chunks).toEqual([
+      '2026-01-02T03:04:05.000000001Z a\n',
+      '2026-01-02T03:04:05.000000002Z first chunk handed over before the second was written\n',
+    ]);
     const url = new URL(seen?.url ?? '', server);
     expect(url.pathname).toBe('/api/v1/namespaces/shop/pods/web-0/log');
     expect(Object.fromEntries(url.searchParams)).toEqual({
@@ -82,6 +98,20 @@ describe('PodLogHttp over plain HTTP', () => {
     });
     expect(seen?.headers.authorization).toBe('Bearer test-token-123');
     expect(seen?.headers['user-agent']).toMatch(/^kubexa-agent\/\S+ \(collector; pod-logs\)$/);
+  });
+
+  it('asks tailLines=0 for a tail of 0 (nothing before now), and no tail when there is none', () => {
+    const url = (tailLines?: number) =>
+      logUrl('https://api.example:6443/', {
+        namespace: 'shop',
+        pod: 'web-0',
+        container: 'app',
+        follow: true,
+        ...(tailLines === undefined ? {} : { tailLines }),
+      }).searchParams.get('tailLines');
+    expect(url(0)).toBe('0');
+    expect(url(5)).toBe('5');
+    expect(url()).toBeNull();
   });
 
   it('refuses with the status and the API server message, the Status code winning', async () => {

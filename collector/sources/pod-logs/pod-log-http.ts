@@ -94,7 +94,8 @@ export function logUrl(server: string, request: LogRequest): URL {
   params.set('timestamps', 'true');
   if (request.follow) params.set('follow', 'true');
   if (request.previous === true) params.set('previous', 'true');
-  if (request.tailLines !== undefined && request.tailLines > 0) {
+  // 0 is sent too: "nothing before now", as kubectl --tail=0 (omitted, it is the whole log).
+  if (request.tailLines !== undefined && request.tailLines >= 0) {
     params.set('tailLines', String(request.tailLines));
   }
   if (request.sinceTime) params.set('sinceTime', request.sinceTime.toISOString());

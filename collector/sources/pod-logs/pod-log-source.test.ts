@@ -9,13 +9,19 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { V1Pod } from '@kubernetes/client-node';
 import Database from 'better-sqlite3';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../../test/helpers/fake-clock.js';
 import { AgentMessage } from '../../../proto/index.js';
 import type { BufferItem } from '../../buffer/types.js';
 import type { LogRequest, PodLogKubeAccess } from './kube-access.js';
-import { createPodLogSource, noopPodLogCounters, type PodLogSource } from './pod-log-source.js';
+import type { ReleaseListener } from '../../buffer/types.js';
+import {
+  createPodLogSource,
+  noopPodLogCounters,
+  type PodLogSource,
+  type PodLogSourceDeps,
+} from './pod-log-source.js';
 
 const logger = pino({ level: 'silent' });
 const IDLE_MS = 10_000;
@@ -100,11 +106,18 @@ afterEach(async () => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-async function started(checkpointDir = '') {
+async function started(
+  checkpointDir = '',
+  releases?: PodLogSourceDeps['releases'],
+  sourceLogger: Logger = logger,
+) {
   const clock = new FakeClock();
   const { kube, opens, watchers } = fakeKube();
   const delivered: string[] = [];
-  const counted = { reconnects: 0, lines: 0, errors: [] as string[] };
+  /** The ids of the items enqueued, in order, and their AgentMetadata.timestamp. */
+  const sent: string[] = [];
+  const sentTimes: string[] = [];
+  const counted = { reconnects: 0, lines: 0, errors: [] as string[], backoffs: [] as string[] };
   const source = createPodLogSource(
     {
       logs: {
@@ -128,16 +141,19 @@ async function started(checkpointDir = '') {
       flushIntervalMs: 10,
     },
     {
-      logger,
+      logger: sourceLogger,
       clock,
       kube,
       sink: {
         enqueue: (item: BufferItem) => {
+          sent.push(item.id);
           const message = AgentMessage.decode(item.payload);
+          sentTimes.push(message.meta?.timestamp ?? '');
           if (message.payload?.$case !== 'logs') return;
           for (const e of message.payload.value.entries) delivered.push(e.raw.toString());
         },
       },
+      ...(releases === undefined ? {} : { releases }),
       counters: {
         ...noopPodLogCounters,
         linesRead: (n) => {
@@ -149,6 +165,9 @@ async function started(checkpointDir = '') {
         streamErrors: (kind) => {
           counted.errors.push(kind);
         },
+        streamBackoffs: (state) => {
+          counted.backoffs.push(state);
+        },
       },
     },
   );
@@ -157,7 +176,7 @@ async function started(checkpointDir = '') {
   await vi.waitFor(() => {
     expect(opens).toHaveLength(1);
   });
-  return { clock, opens, delivered, counted, watchers };
+  return { clock, opens, delivered, counted, watchers, sent, sentTimes, source };
 }
 
 /** Backoff sleeps: anything the clock was asked to sleep that is not the watchdog's. */
@@ -240,12 +259,93 @@ describe('pod log source reconnects', () => {
     expect(counted.reconnects).toBe(1);
   });
 
+  it('drops the unterminated fragment of a connection it closed itself, and reads the whole line on the next', async () => {
+    const { clock, opens, delivered, counted } = await started();
+    const first = opens[0];
+    // 'bravo' is cut after its timestamp: a fragment with a position of its own.
+    first?.body.write(line(1, 'alpha') + line(2, 'bravo').slice(0, -3));
+    await vi.waitFor(
+      () => {
+        expect(counted.lines).toBe(1);
+      },
+      { timeout: 10_000 },
+    );
+    clock.advance(IDLE_MS);
+    await vi.waitFor(
+      () => {
+        expect(opens).toHaveLength(2);
+      },
+      { timeout: 10_000 },
+    );
+    expect(first?.signal.aborted).toBe(true);
+    opens[1]?.body.write(line(1, 'alpha') + line(2, 'bravo') + line(3, 'charlie'));
+    await vi.waitFor(
+      () => {
+        expect(counted.lines).toBe(4);
+      },
+      { timeout: 10_000 },
+    );
+    clock.advance(2_500);
+    await vi.waitFor(
+      () => {
+        expect(delivered).toEqual(['alpha', 'bravo', 'charlie']);
+      },
+      { timeout: 10_000 },
+    );
+  });
+
   it('backs off a request that fails before any line', async () => {
     const { clock, opens, counted } = await started();
     opens[0]?.body.destroy(Object.assign(new Error('boom'), { code: 500 }));
     await clock.waitForSleep((ms) => ms < IDLE_MS);
     expect(opens).toHaveLength(1);
     expect(counted.errors).toEqual(['500']);
+  });
+});
+
+describe('pod log source, a stream ended with nothing new (issue #9)', () => {
+  it('backs off a follow stream the server ends after sending only lines already read, logging once per state', async () => {
+    const logged: string[] = [];
+    const capture = pino({ level: 'info' }, { write: (text: string) => logged.push(text) });
+    const quietLines = () => logged.filter((l) => l.includes('ended with nothing new'));
+    const { clock, opens, delivered, counted } = await started('', undefined, capture);
+    opens[0]?.body.end(line(1, 'a') + line(2, 'b'));
+    // New lines, then the end (a kubelet rotation, or the container just stopped): at once.
+    await vi.waitFor(
+      () => {
+        expect(opens).toHaveLength(2);
+      },
+      { timeout: 10_000 },
+    );
+    // The kubelet of a container that is not running: the same lines again, then the end.
+    for (let round = 0; round < 3; round++) {
+      opens[round + 1]?.body.end(line(1, 'a') + line(2, 'b'));
+      const backoff = await clock.waitForSleep((ms) => ms < IDLE_MS);
+      expect(backoff).toBeGreaterThanOrEqual(800 * 2 ** round);
+      expect(backoff).toBeLessThanOrEqual(1_200 * 2 ** round);
+      expect(opens).toHaveLength(round + 2);
+      clock.advance(backoff);
+      await vi.waitFor(
+        () => {
+          expect(opens).toHaveLength(round + 3);
+        },
+        { timeout: 10_000 },
+      );
+    }
+    expect(counted.backoffs).toEqual(['running', 'running', 'running']);
+    expect(quietLines()).toHaveLength(1);
+    expect(quietLines()[0]).toContain('"reason":"ended, container running"');
+    // New lines again: reconnects at once, and says so once.
+    opens[4]?.body.end(line(1, 'a') + line(2, 'b') + line(3, 'c'));
+    await vi.waitFor(
+      () => {
+        expect(opens).toHaveLength(6);
+      },
+      { timeout: 10_000 },
+    );
+    expect(logged.filter((l) => l.includes('delivering new lines again'))).toHaveLength(1);
+    expect(counted.backoffs).toHaveLength(3);
+    expect(delivered).toEqual(['a', 'b', 'c']);
   });
 });
 
@@ -308,6 +408,80 @@ async function misreadNewInstance(setup: Awaited<ReturnType<typeof started>>): P
     expect(delivered).toEqual(['1', '2', '3', 'A', 'B']);
   });
 }
+
+describe('pod log source messages', () => {
+  it("stamps a log message with its first line's time, not the flush time", async () => {
+    const { clock, opens, sentTimes, counted } = await started();
+    opens[0]?.body.write(line(7_000_000, 'a') + line(9_000_000, 'b'));
+    await vi.waitFor(
+      () => {
+        expect(counted.lines).toBe(2);
+      },
+      { timeout: 10_000 },
+    );
+    clock.advance(2_500);
+    await vi.waitFor(
+      () => {
+        expect(sentTimes.length).toBeGreaterThan(0);
+      },
+      { timeout: 10_000 },
+    );
+    expect(sentTimes[0]).toBe(String(Date.parse(`${SECOND}Z`) + 7));
+    expect(clock.now()).not.toBe(Date.parse(`${SECOND}Z`) + 7);
+  });
+});
+
+describe('pod log source checkpoints', () => {
+  it('moves the checkpoint only over batches the buffer released, not over what it enqueued', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-source-release-'));
+    dirs.push(dir);
+    const listeners: ReleaseListener[] = [];
+    const releases = {
+      onRelease(listener: ReleaseListener) {
+        listeners.push(listener);
+        return () => undefined;
+      },
+    };
+    const checkpoint = (): unknown => {
+      const db = new Database(join(dir, 'pod-logs.db'), { readonly: true });
+      try {
+        return db.prepare('SELECT sec, nanos, count FROM checkpoints').all();
+      } finally {
+        db.close();
+      }
+    };
+    const { clock, opens, delivered, sent, counted } = await started(dir, releases);
+    opens[0]?.body.write(line(1, 'a') + line(2, 'b'));
+    await vi.waitFor(
+      () => {
+        expect(counted.lines).toBe(2);
+      },
+      { timeout: 10_000 },
+    );
+    clock.advance(2_500);
+    await vi.waitFor(
+      () => {
+        expect(delivered).toEqual(['a', 'b']);
+      },
+      { timeout: 10_000 },
+    );
+    // Flushes run every 10 ms: give them time to (wrongly) move the checkpoint.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(checkpoint()).toEqual([]);
+    // The buffer releases the first batch: the next flush moves the checkpoint to its end.
+    const [firstId] = sent;
+    for (const listener of listeners) listener([firstId ?? '']);
+    const secondOfLine = Date.parse(`${SECOND}Z`) / 1000;
+    await vi.waitFor(
+      () => {
+        expect(checkpoint()).toEqual([
+          { sec: secondOfLine, nanos: sent.length > 1 ? 1 : 2, count: 1 },
+        ]);
+      },
+      { timeout: 10_000 },
+    );
+  });
+});
 
 describe('pod log source restarts', () => {
   it('finishes the previous instance with previous=true, then reads the new one from its start', async () => {

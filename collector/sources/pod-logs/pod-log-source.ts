@@ -77,7 +77,14 @@ export interface PodLogCounters {
   truncated(count: number): void;
   reconnects(count: number): void;
   streamErrors(kind: string): void;
+  /**
+   * A follow stream the server ended with nothing new (only lines we had, or none) reopens
+   * after backoff; `state` is the container's (`running`, `waiting`, `terminated`, `unknown`).
+   */
+  streamBackoffs(state: ContainerStateKind): void;
 }
+
+export type ContainerStateKind = 'running' | 'waiting' | 'terminated' | 'unknown';
 
 export const noopPodLogCounters: PodLogCounters = {
   linesRead: () => undefined,
@@ -86,6 +93,7 @@ export const noopPodLogCounters: PodLogCounters = {
   truncated: () => undefined,
   reconnects: () => undefined,
   streamErrors: () => undefined,
+  streamBackoffs: () => undefined,
 };
 
 export interface PodLogSourceDeps {
@@ -131,6 +139,8 @@ interface Desired {
 /** What one connection read, and how it ended. */
 interface ConnectionRead {
   lines: number;
+  /** It read lines past the position it started from (not only lines we already had). */
+  advanced: boolean;
   lastByteAtMs: number;
   /** Closed on our side: the idle watchdog, or the container restarted. */
   closedByUs: boolean;
@@ -166,6 +176,20 @@ function restartTimesOf(pod: V1Pod, container: string): RestartTimes {
     previousFinishedSec: secondOf(status?.lastState?.terminated?.finishedAt),
     startedSec: secondOf(running?.startedAt ?? terminated?.startedAt),
   };
+}
+
+/** The container's state by the pod status, for the log line and the metric of a quiet stream. */
+function containerStateOf(
+  pod: V1Pod,
+  container: string,
+): { kind: ContainerStateKind; text: string } {
+  const state = pod.status?.containerStatuses?.find((s) => s.name === container)?.state;
+  if (state?.waiting) return { kind: 'waiting', text: `waiting: ${state.waiting.reason ?? ''}` };
+  if (state?.terminated) {
+    return { kind: 'terminated', text: `terminated: ${state.terminated.reason ?? ''}` };
+  }
+  if (state?.running) return { kind: 'running', text: 'running' };
+  return { kind: 'unknown', text: 'unknown' };
 }
 
 /** sinceTime (second precision) to resume, tailLines on first sight, nothing for a new instance. */
@@ -204,6 +228,8 @@ export function createPodLogSource(
   const misreadChecked = new WeakSet<ContainerLog>();
   /** New instances that skip a misread: their first connection reports what it skipped. */
   const misreadSkips = new WeakSet<ContainerLog>();
+  /** Containers whose follow stream ended with nothing new, by the state last logged. */
+  const quiet = new Map<string, string>();
   /** The open connection of each container's session, with the restart count it serves. */
   const connections = new Map<string, { restartCount: number; close(): void }>();
   const workloads = new Map<string, Workload>();
@@ -216,6 +242,8 @@ export function createPodLogSource(
   let flushTimer: NodeJS.Timeout | undefined;
   let sweepTimer: NodeJS.Timeout | undefined;
   let flushAllQueued = false;
+  /** Checkpoints of pods absent from the first lists were swept (once per start). */
+  let absentSwept = false;
   let readyFlushTimer: NodeJS.Timeout | undefined;
   /** Set by close() before its final flush: nothing flushes after it. */
   let closing = false;
@@ -347,11 +375,24 @@ export function createPodLogSource(
         'misread lines skipped',
       );
     }
+    return afterRead(key, wanted, read, signal);
+  }
+
+  /** What the session does after its connection ended. */
+  function afterRead(
+    key: string,
+    { pod, target }: Desired,
+    read: ConnectionRead,
+    signal: AbortSignal,
+  ): SessionOutcome {
+    if (read.advanced) leaveQuiet(key);
     if (read.failed) {
       if (read.lines === 0) return sessionFailed(read.error, key, signal);
-      // Cut after it delivered lines: resume at once from the position.
       counters.streamErrors('cut');
       counters.reconnects(1);
+      // Cut after it delivered new lines: resume at once from the position. Cut after only
+      // lines we had (a stopped container's log sent again): back off, as an ended stream.
+      if (!read.advanced) return quietEnd(key, pod, target.container, 'cut');
       logger.debug({ key, err: read.error }, 'log stream cut, resuming');
       return 'again';
     }
@@ -360,9 +401,37 @@ export function createPodLogSource(
     if (!target.follow) return closedByUs ? 'again' : 'done';
     counters.reconnects(1);
     // Ended while following: preempted, idle, kubelet rotation, or the container stopped.
-    // Reconnect at once if it produced lines or was closed on our side, after backoff if not (a
-    // stopped container says nothing).
-    return read.lines > 0 || closedByUs ? 'again' : 'retry';
+    // Reconnect at once if it produced new lines or was closed on our side. A kubelet ends the
+    // follow stream of a container that is not running (back-off, exited) right after sending
+    // its log again: only lines we have. Reopening that at once is a tight loop, so it backs off.
+    if (read.advanced || closedByUs) return 'again';
+    return quietEnd(key, pod, target.container, 'ended');
+  }
+
+  /**
+   * A follow stream ended or was cut with nothing new: it reopens after backoff, counted each
+   * time, logged once per container state (entering the quiet state, or a change of the
+   * container's state while in it).
+   */
+  function quietEnd(
+    key: string,
+    pod: V1Pod,
+    container: string,
+    how: 'ended' | 'cut',
+  ): SessionOutcome {
+    const state = containerStateOf(pod, container);
+    counters.streamBackoffs(state.kind);
+    const reason = `${how}, container ${state.text}`;
+    if (quiet.get(key) !== reason) {
+      quiet.set(key, reason);
+      logger.info({ key, reason }, 'log stream ended with nothing new: reopening it with backoff');
+    }
+    return 'retry';
+  }
+
+  function leaveQuiet(key: string): void {
+    if (!quiet.delete(key)) return;
+    logger.info({ key }, 'log stream delivering new lines again');
   }
 
   /**
@@ -411,6 +480,8 @@ export function createPodLogSource(
     if (end === 'failed') return sessionFailed(read.error, key, signal);
     if (read.failed) logger.debug({ key, code }, 'no previous instance to finish');
     if (checkMisread(key, { pod, target }, log, read.failed)) return 'again';
+    // Batches replayed from intents end here even if the log ended before their recorded end.
+    log.endOfLog(clock.now());
     readToEnd.add(log);
     finishPending.add(log);
     requestFlush();
@@ -494,6 +565,7 @@ export function createPodLogSource(
     const connectionSignal = AbortSignal.any([signal, connection.signal]);
     const read: ConnectionRead = {
       lines: 0,
+      advanced: false,
       lastByteAtMs: clock.now(),
       closedByUs: false,
       failed: false,
@@ -518,7 +590,8 @@ export function createPodLogSource(
     } finally {
       connections.delete(key);
       if (read.lines > 0) tailPending.delete(log);
-      if (log.resumeAfter() !== from) lastDeliveringFrom.set(log, { from });
+      read.advanced = log.resumeAfter() !== from;
+      if (read.advanced) lastDeliveringFrom.set(log, { from });
       connection.abort();
       await watchdog;
       log.flushJoiner(clock.now(), false);
@@ -664,7 +737,9 @@ export function createPodLogSource(
         messageId: batch.messageId,
         clusterId: options.identity.clusterId,
         agentId: options.identity.agentId,
-        timestampMs: nowMs,
+        // The first line's time, as the Go agent puts the line's time (and the same on a
+        // replay); the flush time only for lines without a timestamp.
+        timestampMs: batch.firstTimeMs > 0 ? batch.firstTimeMs : nowMs,
       },
       batch.entries,
     );
@@ -715,6 +790,25 @@ export function createPodLogSource(
         logs.delete(key);
         metaOf.delete(log);
       }
+    }
+  }
+
+  /**
+   * Once every watched namespace has been listed: checkpoints of pods in none of the lists
+   * belong to pods deleted while the collector was down (the watch never reports those). They
+   * are removed at once: their logs can no longer be read.
+   */
+  function sweepAbsentPods(podsByNamespace: ReadonlyMap<string, ReadonlySet<string>>): void {
+    if (absentSwept || !namespacesToWatch().every((ns) => podsByNamespace.has(ns))) return;
+    absentSwept = true;
+    const live = new Set([...podsByNamespace.values()].flatMap((uids) => [...uids]));
+    try {
+      const absent = store.podUids().filter((uid) => !live.has(uid));
+      if (absent.length === 0) return;
+      const rows = store.removePods(absent);
+      logger.info({ pods: absent.length, rows }, 'checkpoints of pods deleted while down removed');
+    } catch (err: unknown) {
+      logger.error({ err }, 'checkpoint sweep failed');
     }
   }
 
@@ -784,6 +878,7 @@ export function createPodLogSource(
               }
               podsByNamespace.set(namespace, seen);
               for (const pod of pods) reconcilePod(pod);
+              sweepAbsentPods(podsByNamespace);
             },
             upsert: (pod) => {
               podsByNamespace.get(namespace)?.add(pod.metadata?.uid ?? '');

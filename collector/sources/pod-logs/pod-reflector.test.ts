@@ -209,10 +209,25 @@ describe('runPodReflector', () => {
     api.lists.push(() => {
       throw failure(500);
     });
-    const { controller, done } = start(api, recorder().handlers, clock);
+    const backingOff = start(api, recorder().handlers, clock);
     await clock.waitForSleep(() => true);
-    controller.abort();
-    await done;
+    backingOff.controller.abort();
+    // Resolves (a reflector that kept running would fail this by the test's timeout).
+    await expect(backingOff.done).resolves.toBeUndefined();
     expect(api.listCalls).toBe(1);
+    // During a watch the server keeps open (the script is exhausted: it hangs until the abort).
+    api.lists.push(() => ({ items: [pod('a', '1')], resourceVersion: '1' }));
+    const { calls, handlers } = recorder();
+    const watching = start(api, handlers, clock);
+    await vi.waitFor(
+      () => {
+        expect(api.watchedFrom).toEqual(['1']);
+      },
+      { timeout: 10_000 },
+    );
+    watching.controller.abort();
+    await expect(watching.done).resolves.toBeUndefined();
+    expect(calls).toEqual(['replace:a']);
+    expect(api.listCalls).toBe(2);
   });
 });

@@ -32,7 +32,11 @@ export interface AgentMetadata {
   agentId: string;
   /** session_id is filled by the gateway; the agent never sets it. */
   sessionId: string;
-  /** timestamp is in unix milliseconds. */
+  /**
+   * timestamp is in unix milliseconds. In a message carrying a LogBatch it is the time of the
+   * batch's first line (its runtime timestamp), as the Go agent puts the line's time; elsewhere,
+   * when the message was produced.
+   */
   timestamp: string;
 }
 
