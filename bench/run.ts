@@ -5,12 +5,19 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bufferBench } from './cases/buffer.js';
+import { footprintBench } from './cases/footprint.js';
 import { podLogsE2eBench } from './cases/pod-logs-e2e.js';
 import { podLogsBench } from './cases/pod-logs.js';
 import { streamBench } from './cases/stream.js';
 import type { BenchCase, BenchResult } from './types.js';
 
-const CASES: readonly BenchCase[] = [bufferBench, streamBench, podLogsBench, podLogsE2eBench];
+const CASES: readonly BenchCase[] = [
+  bufferBench,
+  streamBench,
+  podLogsBench,
+  podLogsE2eBench,
+  footprintBench,
+];
 // The pod-logs-e2e case starts a test cluster and collector processes: about a minute of this.
 const RUN_LIMIT_MS = 180_000;
 
