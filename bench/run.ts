@@ -7,6 +7,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bufferBench } from './cases/buffer.js';
 import { demoLogQueryBench } from './cases/demo-log-query.js';
+import { footprintBench } from './cases/footprint.js';
 import { podLogsE2eBench } from './cases/pod-logs-e2e.js';
 import { podLogsBench } from './cases/pod-logs.js';
 import { streamBench } from './cases/stream.js';
@@ -27,6 +28,7 @@ const CASES: readonly BenchCase[] = [
   podLogsBench,
   podLogsE2eBench,
   demoLogQueryBench,
+  footprintBench,
 ];
 // The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this;
 // demo-log-query stores a million records first: up to two minutes on a busy machine.

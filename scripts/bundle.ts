@@ -1,0 +1,96 @@
+// `npm run bundle`: each process (collector, executor) as one tree-shaken ESM file with its
+// source map in dist/bundle/, and the native modules it loads beside it in
+// dist/bundle/node_modules/ (a .node addon cannot be bundled). The bundle loads only the modules
+// the process reaches, not every module its dependencies' entry points import: most of an idle
+// collector's memory is module code (see the README's Sizing section).
+//
+// Run the bundle with `node --enable-source-maps dist/bundle/collector.js` for stack traces in
+// the TypeScript sources. `--outdir=DIR` writes it elsewhere (tests and the bench do): the
+// directory is self-contained and runs from anywhere.
+import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { build } from 'esbuild';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const { values: args } = parseArgs({ options: { outdir: { type: 'string' } }, strict: true });
+const outDir = resolve(args.outdir ?? join(root, 'dist', 'bundle'));
+
+/** The processes bundled, as output name -> entry point. */
+const ENTRY_POINTS = {
+  collector: 'collector/main.ts',
+  executor: 'executor/main.ts',
+} as const;
+
+/**
+ * Packages left out of the bundle and copied beside it, each with the files it needs at run
+ * time: better-sqlite3 loads its addon through `bindings`, which finds it by the package's path.
+ */
+const NATIVE_PACKAGES: Readonly<Record<string, readonly string[]>> = {
+  'better-sqlite3': ['package.json', 'LICENSE', 'lib', 'build/Release/better_sqlite3.node'],
+  bindings: ['package.json', 'LICENSE.md', 'bindings.js'],
+  'file-uri-to-path': ['package.json', 'LICENSE', 'index.js'],
+};
+/** Of those, the ones the bundled code imports (the others are their dependencies). */
+const EXTERNAL = ['better-sqlite3'];
+
+// Bundled CommonJS dependencies call require() for Node's built-ins and read __dirname, which an
+// ES module does not have: give them both, from the bundle's own URL.
+const BANNER = [
+  "import { createRequire as __kubexaCreateRequire } from 'node:module';",
+  "import { fileURLToPath as __kubexaFileURLToPath } from 'node:url';",
+  "import { dirname as __kubexaDirname } from 'node:path';",
+  'const require = __kubexaCreateRequire(import.meta.url);',
+  'const __filename = __kubexaFileURLToPath(import.meta.url);',
+  'const __dirname = __kubexaDirname(__filename);',
+].join('\n');
+
+function copyNativePackages(): void {
+  const requireFromRoot = createRequire(join(root, 'package.json'));
+  for (const [name, files] of Object.entries(NATIVE_PACKAGES)) {
+    const source = dirname(requireFromRoot.resolve(`${name}/package.json`));
+    const target = join(outDir, 'node_modules', name);
+    for (const file of files) {
+      mkdirSync(dirname(join(target, file)), { recursive: true });
+      cpSync(join(source, file), join(target, file), { recursive: true });
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  rmSync(outDir, { recursive: true, force: true });
+  const result = await build({
+    absWorkingDir: root,
+    entryPoints: ENTRY_POINTS,
+    outdir: outDir,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    treeShaking: true,
+    sourcemap: 'linked',
+    // Source maps point at the repository's files; the sources themselves are not embedded.
+    sourcesContent: false,
+    external: EXTERNAL,
+    // Pick the ES module build of a dependency that ships both, as the compiled code does.
+    mainFields: ['module', 'main'],
+    banner: { js: BANNER },
+    metafile: true,
+    logLevel: 'warning',
+  });
+  copyNativePackages();
+  writeFileSync(join(outDir, 'package.json'), `${JSON.stringify({ type: 'module' }, null, 2)}\n`);
+  writeFileSync(join(outDir, 'meta.json'), JSON.stringify(result.metafile));
+  for (const [file, output] of Object.entries(result.metafile.outputs)) {
+    if (!file.endsWith('.js')) continue;
+    const modules = Object.keys(output.inputs).length;
+    const kib = Math.round(output.bytes / 1024);
+    process.stdout.write(
+      `${relative(root, file)}: ${String(kib)} KiB, ${String(modules)} modules\n`,
+    );
+  }
+}
+
+await main();

@@ -1,0 +1,131 @@
+// The bundled collector (`npm run bundle`, written to a temp directory far from the repository's
+// node_modules, so only what the bundle carries can load) against the test cluster and an
+// in-process demo gateway: it handshakes with the kube-system UID, opens its SQLite buffer and
+// checkpoints through the better-sqlite3 addon copied beside it, becomes ready, and exits 0 on
+// SIGTERM.
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
+import { loadKubeConfig } from '../helpers/kube.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const TOKEN = 'bundle-process-token-0123456789';
+
+interface LogLine {
+  readonly msg: string;
+  readonly [key: string]: unknown;
+}
+
+describe('bundled collector process', () => {
+  let dir: string;
+  let bundleDir: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'kubexa-bundle-process-'));
+    bundleDir = join(dir, 'bundle');
+    await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', join(root, 'scripts', 'bundle.ts'), `--outdir=${bundleDir}`],
+      { cwd: root },
+    );
+  });
+
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('starts from its own directory, handshakes, uses SQLite, becomes ready, exits 0 on SIGTERM', async () => {
+    const kubeconfigPath = inject('kubeconfigPath');
+    const kubeSystem = await loadKubeConfig(kubeconfigPath)
+      .makeApiClient(CoreV1Api)
+      .readNamespace({ name: 'kube-system' });
+    const gateway = new DemoGateway({ acceptToken: TOKEN }, { logger: pino({ level: 'silent' }) });
+    const port = await gateway.listen('127.0.0.1', 0);
+    const dataDir = join(dir, 'data');
+    const configPath = join(dir, 'config.yaml');
+    writeFileSync(
+      configPath,
+      [
+        'gateway:',
+        `  address: 127.0.0.1:${String(port)}`,
+        '  tls: false',
+        'buffer:',
+        `  spill_dir: ${JSON.stringify(dataDir)}`,
+        'observability:',
+        '  health_addr: "127.0.0.1:0"',
+        '  metrics_addr: "127.0.0.1:0"',
+        'collect:',
+        '  logs:',
+        `    checkpoint_dir: ${JSON.stringify(join(dataDir, 'log-checkpoints'))}`,
+        '',
+      ].join('\n'),
+    );
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      KUBECONFIG: kubeconfigPath,
+      KUBEXA_TENANT_TOKEN: TOKEN,
+    };
+    delete env['KUBERNETES_SERVICE_HOST'];
+    delete env['KUBEXA_AGENT_ID'];
+    // cwd is the bundle's directory's parent: nothing resolves from the repository.
+    const child = spawn(
+      process.execPath,
+      ['--enable-source-maps', join(bundleDir, 'collector.js'), `--config=${configPath}`],
+      { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const exited = once(child, 'exit');
+    const stderr: string[] = [];
+    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+    // Rejects when the process exits, so that a bundle that cannot start fails at once.
+    const failed = exited.then(() => {
+      throw new Error(`the bundled collector exited: ${stderr.join('')}`);
+    });
+    failed.catch(() => undefined);
+    const lines: LogLine[] = [];
+    const started = new Promise<LogLine>((resolve) => {
+      createInterface({ input: child.stdout }).on('line', (raw) => {
+        try {
+          const line = JSON.parse(raw) as LogLine;
+          lines.push(line);
+          if (line.msg === 'collector started') resolve(line);
+        } catch {
+          // Not JSON: kept out of `lines`.
+        }
+      });
+    });
+    try {
+      const session = await Promise.race([gateway.waitForSession(), failed]);
+      expect(session.clusterId).toBe(kubeSystem.metadata?.uid);
+      const healthPort = ((await Promise.race([started, failed]))['ports'] as { health: number })
+        .health;
+      let status = 0;
+      for (let i = 0; i < 300 && status !== 200; i++) {
+        status = await fetch(`http://127.0.0.1:${String(healthPort)}/readyz`).then(
+          (r) => r.status,
+          () => 0,
+        );
+        if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(status).toBe(200);
+      // The durable buffer and the log checkpoints are SQLite files, opened through the addon.
+      expect(existsSync(join(dataDir, 'buffer.db'))).toBe(true);
+      expect(existsSync(join(dataDir, 'log-checkpoints', 'pod-logs.db'))).toBe(true);
+
+      child.kill('SIGTERM');
+      expect(await exited).toEqual([0, null]);
+      expect(lines.map((line) => line.msg)).toContain('collector stopped');
+    } finally {
+      child.kill('SIGKILL');
+      await gateway.close();
+    }
+  });
+});
