@@ -1,9 +1,11 @@
 import { defineConfig } from 'vitest/config';
 
-// Four projects, all run by `npm test`:
+// Five projects, all run by `npm test`:
 //   unit        pure logic and components on real sockets and temp dirs, colocated *.test.ts
 //   chart       the real helm binaries over the chart (test/chart)
 //   integration the real API server harness, started once for the run (test/integration)
+//   node        the same harness plus a real worker node (containerd, runc, kubelet), real
+//               images and the chart installed for real (test/node; needs root)
 //   e2e         the demo gateway's web UI in headless Chromium (test/e2e; needs `chromium`)
 export default defineConfig({
   test: {
@@ -34,6 +36,17 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 150_000,
           hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: 'node',
+          include: ['test/node/**/*.test.ts'],
+          // Only this project starts the real node: it needs root and adds about 15-30 s.
+          globalSetup: ['./test/node/global-setup.ts'],
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
         },
       },
       {
