@@ -17,6 +17,7 @@ declare module 'vitest' {
     /** The machine's end of the node's veth, where the API server listens. */
     realNodeHostAddress: string;
     realNodeKubeletPid: number;
+    realNodeContainerdSocket: string;
   }
 }
 
@@ -71,6 +72,7 @@ export async function setupCluster(
     project.provide('realNodeAddress', cluster.realNode.address);
     project.provide('realNodeHostAddress', cluster.realNode.network.hostAddress);
     project.provide('realNodeKubeletPid', cluster.realNode.kubeletPid);
+    project.provide('realNodeContainerdSocket', cluster.realNode.containerdSocket);
   }
   return async () => {
     await stopCluster(options);

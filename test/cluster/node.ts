@@ -76,6 +76,8 @@ export interface RunningNode {
   readonly startMs: number;
   /** The kubelet's PID on this machine (a host process a hostPID pod can nsenter into). */
   readonly kubeletPid: number;
+  /** containerd's socket: `ctr --address <it> -n k8s.io images import` adds images. */
+  readonly containerdSocket: string;
 }
 
 function run(command: string, args: string[]): string {
@@ -728,6 +730,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RunningNo
     address: options.network.nodeAddress,
     startMs: Date.now() - started,
     kubeletPid,
+    containerdSocket: paths.containerdSocket,
   };
 }
 

@@ -8,7 +8,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import {
   clusterVersions,
   startCluster,
@@ -53,6 +53,9 @@ describe('stopping a cluster with a real node', () => {
       Object.keys(sysctls).map((key) => [key, readFileSync(`/proc/sys/${key}`, 'utf8').trim()]),
     );
     for (const [key, value] of Object.entries(sysctls)) writeFileSync(`/proc/sys/${key}`, value);
+    onTestFinished(() => {
+      for (const [key, value] of Object.entries(before)) writeFileSync(`/proc/sys/${key}`, value);
+    });
     const iptablesBefore = sh('iptables-save', [])
       .split('\n')
       .filter((l) => l.startsWith('-A')).length;
@@ -128,6 +131,5 @@ describe('stopping a cluster with a real node', () => {
     for (const [key, value] of Object.entries(sysctls)) {
       expect(readFileSync(`/proc/sys/${key}`, 'utf8').trim(), key).toBe(value);
     }
-    for (const [key, value] of Object.entries(before)) writeFileSync(`/proc/sys/${key}`, value);
   });
 });
