@@ -5,6 +5,8 @@ import { defineConfig } from 'vitest/config';
 //   chart       the real helm binaries over the chart (test/chart)
 //   integration the real API server harness, started once for the run (test/integration)
 //   security    identities, socket and leak checks (test/security; real API server too)
+//   node        the same harness plus a real worker node (containerd, runc, kubelet), real
+//               images and the chart installed for real (test/node; needs root)
 //   e2e         the demo gateway's web UI in headless Chromium (test/e2e; needs `chromium`)
 export default defineConfig({
   test: {
@@ -49,6 +51,34 @@ export default defineConfig({
           hookTimeout: 120_000,
         },
       },
+      {
+        test: {
+          name: 'node',
+          include: ['test/node/**/*.test.ts'],
+          // Built and run on its own until its first cold run in CI is measured (see below).
+          exclude: ['test/node/images.test.ts'],
+          // Only this project starts the real node: it needs root and adds about 15-30 s.
+          globalSetup: ['./test/node/global-setup.ts'],
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
+        },
+      },
+      // The images (docker build from a locally built Node 24 base, then run on the real node):
+      // opt-in with KUBEXA_IMAGE_TESTS=1 (npm run test:images) until a cold run fits CI's budget.
+      ...(process.env['KUBEXA_IMAGE_TESTS'] === '1'
+        ? [
+            {
+              test: {
+                name: 'images',
+                include: ['test/node/images.test.ts'],
+                globalSetup: ['./test/node/global-setup.ts'],
+                testTimeout: 300_000,
+                hookTimeout: 1_800_000,
+              },
+            },
+          ]
+        : []),
       {
         test: {
           name: 'e2e',

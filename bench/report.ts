@@ -16,6 +16,7 @@ export const CASE_ORDER = [
   'pod-logs',
   'pod-logs-e2e',
   'demo-log-query',
+  'footprint',
 ] as const;
 
 /** The README's generated block lies between these two lines. */

@@ -1,9 +1,13 @@
 // The real test cluster: etcd, kube-apiserver (RBAC on, signed ServiceAccount tokens),
 // kube-controller-manager, kube-scheduler, kwok (the fake kubelet) and metrics-server, all bound to
 // 127.0.0.1 and started by kwokctl's binary runtime from binaries that build.sh compiled from the Go
-// module proxy. Nodes carry loopback addresses only, so nothing ever dials a pod or Service IP.
+// module proxy. kwok's nodes carry loopback addresses only, so nothing ever dials a pod or Service IP.
+//
+// With `realNode`, a real worker node (node.ts: containerd, runc, CNI, kubelet, kube-proxy) joins
+// beside the kwok nodes, in a network namespace of its own. The control plane stays on loopback;
+// the node reaches the API server through a relay on the machine's end of the node's veth.
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,6 +15,18 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
+import {
+  apiServerPort,
+  createNodeNetwork,
+  missingNodePrerequisites,
+  nodeLogTails,
+  removeNodeDir,
+  removeNodeNetwork,
+  startRealNode,
+  stopRealNode,
+  type NodeNetwork,
+  type RunningNode,
+} from './node.js';
 
 const execFileAsync = promisify(execFile);
 const clusterDir = dirname(fileURLToPath(import.meta.url));
@@ -25,6 +41,13 @@ export interface ClusterOptions {
   readonly workdir: string;
   /** Environment for the child processes (PATH, HOME, cache locations). */
   readonly env: NodeJS.ProcessEnv;
+  /** Also start a real worker node (node.ts); costs about 15-30 s more and needs root. */
+  readonly realNode?: boolean;
+}
+
+/** The real node of a running cluster. */
+export interface RunningRealNode extends RunningNode {
+  readonly network: NodeNetwork;
 }
 
 export interface RunningCluster {
@@ -34,7 +57,22 @@ export interface RunningCluster {
   readonly kubeconfigPath: string;
   /** Milliseconds from the start of kwokctl to every node being Ready. */
   readonly startMs: number;
+  /** Present when the cluster was started with `realNode`. */
+  readonly realNode?: RunningRealNode;
 }
+
+/** The versions and image names build.sh pinned (test/cluster/versions.env). */
+export function clusterVersions(): Record<string, string> {
+  const entries = readFileSync(join(clusterDir, 'versions.env'), 'utf8')
+    .split('\n')
+    .map((line) => /^([A-Z0-9_]+)=(.*)$/.exec(line.trim()))
+    .filter((match) => match !== null)
+    .map((match) => [match[1] ?? '', match[2] ?? '']);
+  return Object.fromEntries(entries) as Record<string, string>;
+}
+
+const nodeDir = (workdir: string) => join(workdir, 'node');
+const networkFile = (workdir: string) => join(workdir, 'node-network.json');
 
 /** Builds (or finds cached) binaries and returns the directory that holds them. */
 export async function buildClusterBinaries(env: NodeJS.ProcessEnv): Promise<string> {
@@ -63,8 +101,55 @@ function kwokEnv(binDir: string, options: ClusterOptions): NodeJS.ProcessEnv {
   };
 }
 
-/** Writes the committed kwokctl.yaml with this machine's metrics-server manifest path added. */
-async function writeKwokConfig(binDir: string, workdir: string): Promise<string> {
+interface ComponentPatch {
+  name: string;
+  extraArgs: { key: string; value: string; override?: boolean }[];
+}
+
+/**
+ * What the control plane needs beside a real kubelet: the relay address (the machine's end of the
+ * node's veth) and the `kubernetes` Service IP in its certificate, kubelets dialled by InternalIP
+ * with a client certificate the kubelet accepts.
+ */
+function realNodePatches(
+  network: NodeNetwork,
+  pki: string,
+): {
+  options: Record<string, unknown>;
+  patches: ComponentPatch[];
+} {
+  return {
+    options: { kubeApiserverCertSANs: [network.hostAddress, KUBERNETES_SERVICE_IP] },
+    patches: [
+      {
+        name: 'kube-apiserver',
+        extraArgs: [
+          { key: 'kubelet-preferred-address-types', value: 'InternalIP' },
+          { key: 'kubelet-client-certificate', value: join(pki, 'admin.crt') },
+          { key: 'kubelet-client-key', value: join(pki, 'admin.key') },
+        ],
+      },
+      {
+        name: 'metrics-server',
+        extraArgs: [
+          // kwok nodes: InternalIP 127.0.0.1; the real node: its namespace's address.
+          { key: 'kubelet-preferred-address-types', value: 'InternalIP,Hostname', override: true },
+        ],
+      },
+    ],
+  };
+}
+
+/** The `kubernetes` Service's ClusterIP: the first of the API server's default 10.0.0.0/24. */
+export const KUBERNETES_SERVICE_IP = '10.0.0.1';
+
+/** Writes the committed kwokctl.yaml with this machine's paths (and the real node's needs) added. */
+async function writeKwokConfig(
+  binDir: string,
+  workdir: string,
+  name: string,
+  network: NodeNetwork | undefined,
+): Promise<string> {
   const source = await readFile(join(clusterDir, 'kwokctl.yaml'), 'utf8');
   const docs = parseAllDocuments(source).map((doc) => doc.toJS() as Record<string, unknown>);
   const first = docs[0];
@@ -73,6 +158,24 @@ async function writeKwokConfig(binDir: string, workdir: string): Promise<string>
   }
   const options = (first['options'] ?? {}) as Record<string, unknown>;
   options['metricsServerManifests'] = [join(binDir, 'metrics-server-manifests')];
+  if (network !== undefined) {
+    const extra = realNodePatches(network, join(workdir, 'clusters', name, 'pki'));
+    Object.assign(options, extra.options);
+    const patches = (first['componentsPatches'] ?? []) as ComponentPatch[];
+    for (const patch of extra.patches) {
+      const existing = patches.find((p) => p.name === patch.name);
+      if (existing === undefined) {
+        patches.push(patch);
+        continue;
+      }
+      const keys = new Set(patch.extraArgs.map((arg) => arg.key));
+      existing.extraArgs = [
+        ...existing.extraArgs.filter((arg) => !keys.has(arg.key)),
+        ...patch.extraArgs,
+      ];
+    }
+    first['componentsPatches'] = patches;
+  }
   first['options'] = options;
   const path = join(workdir, 'kwokctl.generated.yaml');
   await writeFile(path, docs.map((doc) => stringify(doc)).join('---\n'));
@@ -187,9 +290,22 @@ async function createReadyNodes(kubeconfigPath: string): Promise<void> {
 /** Starts a cluster and returns once the API server is ready and every node is Ready. */
 export async function startCluster(options: ClusterOptions): Promise<RunningCluster> {
   const binDir = await buildClusterBinaries(options.env);
+  if (options.realNode === true) {
+    const missing = missingNodePrerequisites(binDir);
+    if (missing.length > 0) {
+      throw new Error(
+        `the real node cannot start on this machine; missing:\n  - ${missing.join('\n  - ')}`,
+      );
+    }
+  }
   await mkdir(options.workdir, { recursive: true });
   const env = kwokEnv(binDir, options);
-  const configPath = await writeKwokConfig(binDir, options.workdir);
+  let network: NodeNetwork | undefined;
+  if (options.realNode === true) {
+    network = createNodeNetwork();
+    writeFileSync(networkFile(options.workdir), JSON.stringify(network));
+  }
+  const configPath = await writeKwokConfig(binDir, options.workdir, options.name, network);
   const started = Date.now();
   try {
     await runLogged(
@@ -205,23 +321,67 @@ export async function startCluster(options: ClusterOptions): Promise<RunningClus
     );
     const kubeconfigPath = join(options.workdir, 'clusters', options.name, 'kubeconfig.yaml');
     await createReadyNodes(kubeconfigPath);
+    let realNode: RunningRealNode | undefined;
+    if (network !== undefined) {
+      const relayAddress = `${network.hostAddress}:${String(apiServerPort(kubeconfigPath))}`;
+      const pki = join(options.workdir, 'clusters', options.name, 'pki');
+      const versions = clusterVersions();
+      const node = await startRealNode({
+        network,
+        dir: nodeDir(options.workdir),
+        binDir,
+        kubeconfigPath,
+        caPath: join(pki, 'ca.crt'),
+        writeKubeconfig: async (path, user, groups) => {
+          const args = ['get', 'kubeconfig', '--name', options.name, '--user', user];
+          // The node reaches the API server through the relay on its veth, not loopback.
+          args.push('--host', relayAddress);
+          for (const group of groups) args.push('--group', group);
+          const { stdout } = await execFileAsync(join(binDir, 'kwokctl'), args, { env });
+          await writeFile(path, stdout, { mode: 0o600 });
+        },
+        pauseImage: versions['PAUSE_IMAGE'] ?? '',
+        images: [join(binDir, 'images', 'pause.tar'), join(binDir, 'images', 'busybox.tar')],
+      });
+      realNode = { ...node, network };
+    }
     return {
       name: options.name,
       workdir: options.workdir,
       binDir,
       kubeconfigPath,
       startMs: Date.now() - started,
+      ...(realNode === undefined ? {} : { realNode }),
     };
   } catch (err: unknown) {
-    const logs = componentLogTails(options.workdir, options.name);
+    const logs =
+      componentLogTails(options.workdir, options.name) +
+      (network === undefined ? '' : `\n${nodeLogTails(nodeDir(options.workdir))}`);
     await stopCluster(options).catch(() => undefined);
     const message = err instanceof Error ? err.message : String(err);
     throw new Error(`test cluster failed to start: ${message}\n${logs}`, { cause: err });
   }
 }
 
-/** Kills every process recorded in the cluster's pid files (the synchronous last resort). */
+/** The real node's network if this cluster has one (read back from its work directory). */
+function savedNetwork(workdir: string): NodeNetwork | undefined {
+  try {
+    return JSON.parse(readFileSync(networkFile(workdir), 'utf8')) as NodeNetwork;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Kills every process recorded in the cluster's pid files and removes the real node (the
+ * synchronous last resort, also run from a process 'exit' handler).
+ */
 export function killClusterProcesses(workdir: string, name: string): void {
+  const network = savedNetwork(workdir);
+  if (network !== undefined) {
+    stopRealNode(nodeDir(workdir), network);
+    removeNodeNetwork(network);
+  }
   const pidDir = join(workdir, 'clusters', name, 'pids');
   if (!existsSync(pidDir)) return;
   for (const file of readdirSync(pidDir)) {
@@ -237,6 +397,12 @@ export function killClusterProcesses(workdir: string, name: string): void {
 
 /** Stops every process the cluster started and removes its work directory. */
 export async function stopCluster(options: ClusterOptions): Promise<void> {
+  // The real node first: its kubelet would report to a control plane that is gone.
+  const network = savedNetwork(options.workdir);
+  if (network !== undefined) {
+    stopRealNode(nodeDir(options.workdir), network);
+    await removeNodeDir(nodeDir(options.workdir));
+  }
   const binDir = await buildClusterBinaries(options.env).catch(() => undefined);
   if (binDir !== undefined && existsSync(join(options.workdir, 'clusters', options.name))) {
     await runLogged(

@@ -1,0 +1,3 @@
+module kubexa.local/test-cluster/pause
+
+go 1.26.0
