@@ -391,6 +391,8 @@ describe('demo gateway web UI in headless Chromium', () => {
   it('turns the banner red when the gateway stops answering', async () => {
     await page.goto(`${url}/#/logs`);
     await page.locator('#connection[data-state="connected"]').waitFor({ timeout: UI_WAIT_MS });
+    // The page's first fetch of rows must have landed before the gateway goes away.
+    await page.locator('#log-table tr.log-row').first().waitFor({ timeout: UI_WAIT_MS });
     await closeUi();
     await harness.gateway.close();
     const banner = page.locator('#connection[data-state="unreachable"]');
