@@ -29,7 +29,7 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -157,6 +157,13 @@ const running = new Set<ChildProcess>();
  * `npm run build` output `dist/js/collector/main.js`) the compiled collector the image runs.
  * KUBEXA_BENCH_COLLECTOR_NODE_ARGS adds node flags, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`.
  */
+/** An absolute path inside the repository, written relative to it; anything else unchanged. */
+function relativeToRoot(arg: string): string {
+  if (!isAbsolute(arg)) return arg;
+  const inside = relative(root, arg);
+  return inside.startsWith('..') ? arg : inside;
+}
+
 function collectorEntry(): string[] {
   const compiled = process.env['KUBEXA_BENCH_COLLECTOR_JS'];
   const flags = (process.env['KUBEXA_BENCH_COLLECTOR_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
@@ -783,7 +790,12 @@ export const podLogsE2eBench: BenchCase = {
         pods: STREAM_PODS,
         containers: STREAM_CONTAINERS,
       });
-      log(`collector: node ${collectorEntry().join(' ')}`);
+      // Paths relative to the repository: the line lands in bench/results, which is committed.
+      log(
+        `collector: node ${collectorEntry()
+          .map((arg) => relativeToRoot(arg))
+          .join(' ')}`,
+      );
       log(
         `cluster + ${String(3 * PODS + STREAM_PODS)} pods ready in ${String(Math.round(performance.now() - started))} ms`,
       );
