@@ -16,6 +16,11 @@ export interface Mutation {
   readonly replacement: string;
   /** Test files (from the repository root) that must fail with the mutation applied. */
   readonly tests: readonly string[];
+  /**
+   * Only the tests whose full name matches this text (vitest's `-t`, matched as a literal, not a
+   * pattern): for a big integration file where one test holds the promise. All tests when left out.
+   */
+  readonly testName?: string;
   /** The vitest project of those tests; `unit` when left out. */
   readonly project?: 'unit' | 'integration' | 'chart';
   /** The promise the mutation breaks, in a few words. */

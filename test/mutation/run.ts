@@ -140,6 +140,7 @@ async function runTests(
   dir: string,
   project: string,
   tests: readonly string[],
+  testName: string | undefined,
 ): Promise<JsonReport | undefined> {
   const reportPath = join(dir, '.mutation-report.json');
   rmSync(reportPath, { force: true });
@@ -152,6 +153,7 @@ async function runTests(
       project,
       '--reporter=json',
       `--outputFile=${reportPath}`,
+      ...(testName === undefined ? [] : ['--testNamePattern', escapeRegExp(testName)]),
       ...tests,
     ],
     {
@@ -179,6 +181,8 @@ async function runTests(
     throw new Error(`vitest wrote no report: ${stderr.join('').slice(-1500)}`);
   return JSON.parse(readFileSync(reportPath, 'utf8')) as JsonReport;
 }
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 function killGroup(child: ChildProcess): void {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
@@ -221,7 +225,12 @@ async function mutate(dir: string, mutation: Mutation): Promise<Outcome> {
     original.replace(mutation.original, () => mutation.replacement),
   );
   try {
-    const report = await runTests(dir, mutation.project ?? 'unit', mutation.tests);
+    const report = await runTests(
+      dir,
+      mutation.project ?? 'unit',
+      mutation.tests,
+      mutation.testName,
+    );
     if (report === undefined) return { kind: 'timed out' };
     const notLoaded = loadFailures(report);
     if (notLoaded !== undefined) return { kind: 'does not load', detail: notLoaded };
@@ -320,9 +329,9 @@ async function main(): Promise<number> {
     const baselines = new Map<string, string | undefined>();
     for (const { mutation, line } of runnable) {
       const project = mutation.project ?? 'unit';
-      const key = `${project} ${[...mutation.tests].sort().join(' ')}`;
+      const key = `${project} ${[...mutation.tests].sort().join(' ')} ${mutation.testName ?? ''}`;
       if (!baselines.has(key)) {
-        const report = await runTests(dir, project, mutation.tests);
+        const report = await runTests(dir, project, mutation.tests, mutation.testName);
         baselines.set(
           key,
           report === undefined
