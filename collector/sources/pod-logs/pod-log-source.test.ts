@@ -23,6 +23,9 @@ import {
   type PodLogSourceDeps,
 } from './pod-log-source.js';
 
+/** vi.waitFor's default 1 s is too short on a shared 2-core machine; nothing here is timed. */
+const WAIT = { timeout: 10_000 };
+
 const logger = pino({ level: 'silent' });
 const IDLE_MS = 10_000;
 
@@ -175,7 +178,7 @@ async function started(
   await source.start(new AbortController().signal);
   await vi.waitFor(() => {
     expect(opens).toHaveLength(1);
-  });
+  }, WAIT);
   return { clock, opens, delivered, counted, watchers, sent, sentTimes, source };
 }
 
@@ -191,21 +194,21 @@ describe('pod log source reconnects', () => {
     // The joiner holds the last record until the next line or 2 s (of the clock) of quiet.
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b']);
-    });
+    }, WAIT);
     clock.advance(2_500);
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b', 'c']);
-    });
+    }, WAIT);
     // Bytes keep the stream open: a line at 6 s, then 8.5 s of silence is not 10 s of it.
     clock.advance(3_500);
     first?.body.write(line(3, 'd'));
     await vi.waitFor(() => {
       expect(counted.lines).toBe(4);
-    });
+    }, WAIT);
     clock.advance(2_500);
     await vi.waitFor(() => {
       expect(delivered).toHaveLength(4);
-    });
+    }, WAIT);
     clock.advance(6_000);
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(opens).toHaveLength(1);
@@ -215,7 +218,7 @@ describe('pod log source reconnects', () => {
     clock.advance(1_500);
     await vi.waitFor(() => {
       expect(opens).toHaveLength(2);
-    });
+    }, WAIT);
     expect(first?.signal.aborted).toBe(true);
     const second = opens[1];
     expect(second?.request.tailLines).toBeUndefined();
@@ -223,11 +226,11 @@ describe('pod log source reconnects', () => {
     second?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c') + line(3, 'd') + line(3, 'e'));
     await vi.waitFor(() => {
       expect(counted.lines).toBe(9);
-    });
+    }, WAIT);
     clock.advance(2_500);
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b', 'c', 'd', 'e']);
-    });
+    }, WAIT);
     expect(backoffs(clock)).toEqual([]);
     expect(counted.reconnects).toBe(1);
     expect(counted.errors).toEqual([]);
@@ -239,21 +242,21 @@ describe('pod log source reconnects', () => {
     first?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c').slice(0, 20));
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a']);
-    });
+    }, WAIT);
     first?.body.destroy(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
     await vi.waitFor(() => {
       expect(opens).toHaveLength(2);
-    });
+    }, WAIT);
     const second = opens[1];
     expect(second?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
     second?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c') + line(4, 'd'));
     await vi.waitFor(() => {
       expect(counted.lines).toBe(6);
-    });
+    }, WAIT);
     clock.advance(2_500);
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b', 'c', 'd']);
-    });
+    }, WAIT);
     expect(backoffs(clock)).toEqual([]);
     expect(counted.errors).toEqual(['cut']);
     expect(counted.reconnects).toBe(1);
@@ -264,34 +267,22 @@ describe('pod log source reconnects', () => {
     const first = opens[0];
     // 'bravo' is cut after its timestamp: a fragment with a position of its own.
     first?.body.write(line(1, 'alpha') + line(2, 'bravo').slice(0, -3));
-    await vi.waitFor(
-      () => {
-        expect(counted.lines).toBe(1);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(1);
+    }, WAIT);
     clock.advance(IDLE_MS);
-    await vi.waitFor(
-      () => {
-        expect(opens).toHaveLength(2);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(2);
+    }, WAIT);
     expect(first?.signal.aborted).toBe(true);
     opens[1]?.body.write(line(1, 'alpha') + line(2, 'bravo') + line(3, 'charlie'));
-    await vi.waitFor(
-      () => {
-        expect(counted.lines).toBe(4);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(4);
+    }, WAIT);
     clock.advance(2_500);
-    await vi.waitFor(
-      () => {
-        expect(delivered).toEqual(['alpha', 'bravo', 'charlie']);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['alpha', 'bravo', 'charlie']);
+    }, WAIT);
   });
 
   it('backs off a request that fails before any line', async () => {
@@ -311,12 +302,9 @@ describe('pod log source, a stream ended with nothing new (issue #9)', () => {
     const { clock, opens, delivered, counted } = await started('', undefined, capture);
     opens[0]?.body.end(line(1, 'a') + line(2, 'b'));
     // New lines, then the end (a kubelet rotation, or the container just stopped): at once.
-    await vi.waitFor(
-      () => {
-        expect(opens).toHaveLength(2);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(2);
+    }, WAIT);
     // The kubelet of a container that is not running: the same lines again, then the end.
     for (let round = 0; round < 3; round++) {
       opens[round + 1]?.body.end(line(1, 'a') + line(2, 'b'));
@@ -325,24 +313,18 @@ describe('pod log source, a stream ended with nothing new (issue #9)', () => {
       expect(backoff).toBeLessThanOrEqual(1_200 * 2 ** round);
       expect(opens).toHaveLength(round + 2);
       clock.advance(backoff);
-      await vi.waitFor(
-        () => {
-          expect(opens).toHaveLength(round + 3);
-        },
-        { timeout: 10_000 },
-      );
+      await vi.waitFor(() => {
+        expect(opens).toHaveLength(round + 3);
+      }, WAIT);
     }
     expect(counted.backoffs).toEqual(['running', 'running', 'running']);
     expect(quietLines()).toHaveLength(1);
     expect(quietLines()[0]).toContain('"reason":"ended, container running"');
     // New lines again: reconnects at once, and says so once.
     opens[4]?.body.end(line(1, 'a') + line(2, 'b') + line(3, 'c'));
-    await vi.waitFor(
-      () => {
-        expect(opens).toHaveLength(6);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(opens).toHaveLength(6);
+    }, WAIT);
     expect(logged.filter((l) => l.includes('delivering new lines again'))).toHaveLength(1);
     expect(counted.backoffs).toHaveLength(3);
     expect(delivered).toEqual(['a', 'b', 'c']);
@@ -398,7 +380,7 @@ async function misreadNewInstance(setup: Awaited<ReturnType<typeof started>>): P
   opens[0]?.body.end(line(1, '1') + line(2, '2') + line(3, '3'));
   await vi.waitFor(() => {
     expect(opens).toHaveLength(2);
-  });
+  }, WAIT);
   // The log API names no instance: the reconnect asks from the second of line 3, and the kubelet
   // serves the running container, instance 1.
   expect(opens[1]?.request.previous).toBeUndefined();
@@ -406,26 +388,20 @@ async function misreadNewInstance(setup: Awaited<ReturnType<typeof started>>): P
   opens[1]?.body.write(line(10, 'A') + line(11, 'B') + line(12, 'C'));
   await vi.waitFor(() => {
     expect(delivered).toEqual(['1', '2', '3', 'A', 'B']);
-  });
+  }, WAIT);
 }
 
 describe('pod log source messages', () => {
   it("stamps a log message with its first line's time, not the flush time", async () => {
     const { clock, opens, sentTimes, counted } = await started();
     opens[0]?.body.write(line(7_000_000, 'a') + line(9_000_000, 'b'));
-    await vi.waitFor(
-      () => {
-        expect(counted.lines).toBe(2);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(2);
+    }, WAIT);
     clock.advance(2_500);
-    await vi.waitFor(
-      () => {
-        expect(sentTimes.length).toBeGreaterThan(0);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(sentTimes.length).toBeGreaterThan(0);
+    }, WAIT);
     expect(sentTimes[0]).toBe(String(Date.parse(`${SECOND}Z`) + 7));
     expect(clock.now()).not.toBe(Date.parse(`${SECOND}Z`) + 7);
   });
@@ -452,19 +428,13 @@ describe('pod log source checkpoints', () => {
     };
     const { clock, opens, delivered, sent, counted } = await started(dir, releases);
     opens[0]?.body.write(line(1, 'a') + line(2, 'b'));
-    await vi.waitFor(
-      () => {
-        expect(counted.lines).toBe(2);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(counted.lines).toBe(2);
+    }, WAIT);
     clock.advance(2_500);
-    await vi.waitFor(
-      () => {
-        expect(delivered).toEqual(['a', 'b']);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(delivered).toEqual(['a', 'b']);
+    }, WAIT);
     // Flushes run every 10 ms: give them time to (wrongly) move the checkpoint.
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(checkpoint()).toEqual([]);
@@ -472,14 +442,11 @@ describe('pod log source checkpoints', () => {
     const [firstId] = sent;
     for (const listener of listeners) listener([firstId ?? '']);
     const secondOfLine = Date.parse(`${SECOND}Z`) / 1000;
-    await vi.waitFor(
-      () => {
-        expect(checkpoint()).toEqual([
-          { sec: secondOfLine, nanos: sent.length > 1 ? 1 : 2, count: 1 },
-        ]);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(checkpoint()).toEqual([
+        { sec: secondOfLine, nanos: sent.length > 1 ? 1 : 2, count: 1 },
+      ]);
+    }, WAIT);
   });
 });
 
@@ -489,19 +456,19 @@ describe('pod log source restarts', () => {
     opens[0]?.body.write(line(1, 'a') + line(2, 'b') + line(2, 'c'));
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b']);
-    });
+    }, WAIT);
     clock.advance(2_500);
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b', 'c']);
-    });
+    }, WAIT);
     await vi.waitFor(() => {
       expect(watchers).toHaveLength(1);
-    });
+    }, WAIT);
     // The watch reports the restart; the follow stream of instance 0 is still open.
     watchers[0]?.('MODIFIED', restarted(1));
     await vi.waitFor(() => {
       expect(opens).toHaveLength(2);
-    });
+    }, WAIT);
     expect(opens[0]?.signal.aborted).toBe(true);
     const previous = opens[1];
     expect(previous?.request).toMatchObject({ follow: false, previous: true });
@@ -511,10 +478,10 @@ describe('pod log source restarts', () => {
     previous?.body.end(line(1, 'a') + line(2, 'b') + line(2, 'c') + line(3, 'd') + line(4, 'e'));
     await vi.waitFor(() => {
       expect(opens).toHaveLength(3);
-    });
+    }, WAIT);
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b', 'c', 'd', 'e']);
-    });
+    }, WAIT);
     const current = opens[2];
     expect(current?.request).toMatchObject({ follow: true });
     expect(current?.request.previous).toBeUndefined();
@@ -523,18 +490,18 @@ describe('pod log source restarts', () => {
     current?.body.write(line(1, 'A') + line(9, 'B') + line(9, 'C'));
     await vi.waitFor(() => {
       expect(delivered).toHaveLength(7);
-    });
+    }, WAIT);
     clock.advance(2_500);
     await vi.waitFor(() => {
       expect(delivered).toEqual(['a', 'b', 'c', 'd', 'e', 'A', 'B', 'C']);
-    });
+    }, WAIT);
     // No misread (the previous read saw its position): one previous read, no skip in instance 1.
     expect(opens.filter((o) => o.request.previous === true)).toHaveLength(1);
     // Read to its end: a later restart or reconnect of the stream does not read it again.
     current?.body.end();
     await vi.waitFor(() => {
       expect(opens).toHaveLength(4);
-    });
+    }, WAIT);
     expect(opens[3]?.request.previous).toBeUndefined();
     expect(opens[3]?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
     expect(counted.errors).toEqual([]);
@@ -545,7 +512,7 @@ describe('pod log source restarts', () => {
     expect(opens[0]?.request.previous).toBeUndefined();
     await vi.waitFor(() => {
       expect(watchers).toHaveLength(1);
-    });
+    }, WAIT);
     // The same restart count again: no restart, the stream stays open.
     watchers[0]?.('MODIFIED', restarted(0));
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -562,11 +529,11 @@ describe('pod log source, a stream that misread the new instance (issue #5)', ()
     await misreadNewInstance(setup);
     await vi.waitFor(() => {
       expect(watchers).toHaveLength(1);
-    });
+    }, WAIT);
     watchers[0]?.('MODIFIED', restarted(1));
     await vi.waitFor(() => {
       expect(opens).toHaveLength(3);
-    });
+    }, WAIT);
     // The restart closed the misreading stream; C, held by the joiner, went out with it.
     expect(opens[1]?.signal.aborted).toBe(true);
     expect(delivered).toEqual(['1', '2', '3', 'A', 'B', 'C']);
@@ -579,7 +546,7 @@ describe('pod log source, a stream that misread the new instance (issue #5)', ()
     // Read again from where the misreading connection began (after 3): 4 went out nowhere.
     await vi.waitFor(() => {
       expect(opens).toHaveLength(4);
-    });
+    }, WAIT);
     const again = opens[3];
     expect(again?.request).toMatchObject({ follow: false, previous: true });
     expect(again?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
@@ -588,7 +555,7 @@ describe('pod log source, a stream that misread the new instance (issue #5)', ()
     again?.body.end(line(1, '1') + line(2, '2') + line(3, '3') + line(4, '4'));
     await vi.waitFor(() => {
       expect(opens).toHaveLength(5);
-    });
+    }, WAIT);
     // Instance 1 resumes after C, as it would from its checkpoint after a restart of the collector.
     const current = opens[4];
     expect(current?.request).toMatchObject({ follow: true });
@@ -598,13 +565,13 @@ describe('pod log source, a stream that misread the new instance (issue #5)', ()
     current?.body.write(line(10, 'A') + line(11, 'B') + line(12, 'C') + line(13, 'D'));
     await vi.waitFor(() => {
       expect(counted.lines).toBe(3 + 3 + 4 + 4 + 4);
-    });
+    }, WAIT);
     clock.advance(2_500);
     // Delivery order: instance 0's stream (1..3), then the misread (A..C), then instance 0's
     // end read again from 3 (4), then instance 1 after C (D). Each exactly once.
     await vi.waitFor(() => {
       expect(delivered).toEqual(['1', '2', '3', 'A', 'B', 'C', '4', 'D']);
-    });
+    }, WAIT);
     expect(opens.filter((o) => o.request.previous === true)).toHaveLength(2);
     expect(counted.errors).toEqual([]);
   });
@@ -615,7 +582,7 @@ describe('pod log source, a stream that misread the new instance (issue #5)', ()
     await misreadNewInstance(setup);
     await vi.waitFor(() => {
       expect(watchers).toHaveLength(1);
-    });
+    }, WAIT);
     // Instance 0 finished in the second before instance 1 started; C is in the start second.
     watchers[0]?.(
       'MODIFIED',
@@ -626,25 +593,25 @@ describe('pod log source, a stream that misread the new instance (issue #5)', ()
     );
     await vi.waitFor(() => {
       expect(opens).toHaveLength(3);
-    });
+    }, WAIT);
     expect(opens[2]?.request.previous).toBe(true);
     opens[2]?.body.destroy(
       Object.assign(new Error('previous terminated container'), { code: 400 }),
     );
     await vi.waitFor(() => {
       expect(opens).toHaveLength(4);
-    });
+    }, WAIT);
     const current = opens[3];
     expect(current?.request.previous).toBeUndefined();
     expect(current?.request.sinceTime?.toISOString()).toBe(`${SECOND}.000Z`);
     current?.body.write(line(10, 'A') + line(11, 'B') + line(12, 'C') + line(13, 'D'));
     await vi.waitFor(() => {
       expect(counted.lines).toBe(3 + 3 + 4);
-    });
+    }, WAIT);
     clock.advance(2_500);
     await vi.waitFor(() => {
       expect(delivered).toEqual(['1', '2', '3', 'A', 'B', 'C', 'D']);
-    });
+    }, WAIT);
   });
 
   it('in the same second as the previous finish, keeps reading the new instance from its start', async () => {
@@ -653,7 +620,7 @@ describe('pod log source, a stream that misread the new instance (issue #5)', ()
     await misreadNewInstance(setup);
     await vi.waitFor(() => {
       expect(watchers).toHaveLength(1);
-    });
+    }, WAIT);
     // Finished and started in C's second: C may be either's, so nothing is skipped.
     watchers[0]?.(
       'MODIFIED',
@@ -664,13 +631,13 @@ describe('pod log source, a stream that misread the new instance (issue #5)', ()
     );
     await vi.waitFor(() => {
       expect(opens).toHaveLength(3);
-    });
+    }, WAIT);
     opens[2]?.body.destroy(
       Object.assign(new Error('previous terminated container'), { code: 400 }),
     );
     await vi.waitFor(() => {
       expect(opens).toHaveLength(4);
-    });
+    }, WAIT);
     expect(opens[3]?.request.previous).toBeUndefined();
     expect(opens[3]?.request.sinceTime).toBeUndefined();
   });

@@ -4,6 +4,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../../test/helpers/fake-clock.js';
 import { StreamScheduler, type SchedulerOptions, type SessionOutcome } from './stream-scheduler.js';
 
+/** vi.waitFor's default 1 s is too short on a shared 2-core machine; nothing here is timed. */
+const WAIT = { timeout: 10_000 };
+
 const controllers: AbortController[] = [];
 afterEach(() => {
   for (const c of controllers.splice(0)) c.abort();
@@ -73,14 +76,14 @@ describe('StreamScheduler', () => {
     h.scheduler.rebalance();
     await vi.waitFor(() => {
       expect(h.started).toHaveLength(3);
-    });
+    }, WAIT);
     for (let round = 0; round < 4; round++) {
       const before = h.started.length;
       h.clock.advance(1_000);
       h.scheduler.rebalance();
       await vi.waitFor(() => {
         expect(h.started.length).toBe(before + 3);
-      });
+      }, WAIT);
       expect(h.scheduler.stats().active).toBe(3);
     }
     // 15 sessions: k0..k9, then k0..k4 again, in queue order.
@@ -96,7 +99,7 @@ describe('StreamScheduler', () => {
     h.scheduler.rebalance();
     await vi.waitFor(() => {
       expect(h.started).toEqual(['k0', 'k1', 'k2', 'k3']);
-    });
+    }, WAIT);
     // k0 went to the back of the queue; k1 and k2 kept their slots.
     expect(h.scheduler.stats()).toEqual({ active: 3, queued: 1, maxActive: 3 });
     // Nothing waits when all fit: no preemption however long they run.
@@ -113,7 +116,7 @@ describe('StreamScheduler', () => {
     h.scheduler.want('good');
     await vi.waitFor(() => {
       expect(h.started).toEqual(['bad', 'good']);
-    });
+    }, WAIT);
     expect(h.scheduler.stats().active).toBe(1);
     // The backoff ends while 'good' holds the only slot: 'bad' waits in the queue for it.
     for (let i = 0; i < 5; i++) {
@@ -121,11 +124,11 @@ describe('StreamScheduler', () => {
       h.clock.advance(10_000);
       await vi.waitFor(() => {
         expect(h.scheduler.stats().queued).toBe(1);
-      });
+      }, WAIT);
       h.scheduler.rebalance();
       await vi.waitFor(() => {
         expect(h.started.length).toBeGreaterThan(before);
-      });
+      }, WAIT);
     }
     const delays = h.clock.sleeps;
     expect(delays.length).toBeGreaterThanOrEqual(3);
@@ -144,11 +147,11 @@ describe('StreamScheduler', () => {
     h.scheduler.want('a');
     await vi.waitFor(() => {
       expect(h.scheduler.wanted().has('gone')).toBe(false);
-    });
+    }, WAIT);
     h.scheduler.unwant('a');
     await vi.waitFor(() => {
       expect(h.scheduler.stats().active).toBe(0);
-    });
+    }, WAIT);
     expect(h.started).toEqual(['gone', 'a']);
     h.lifetime.abort();
     h.scheduler.want('late');
