@@ -431,8 +431,8 @@ export const MUTATIONS: readonly Mutation[] = [
   {
     id: 'podlogs-released-at-enqueue',
     area: 'pod logs',
-    file: 'collector/sources/pod-logs/pod-log-source.ts',
-    original: 'if (!deps.releases) log.markReleased(batch.messageId);',
+    file: 'collector/sources/pod-logs/batch-flusher.ts',
+    original: 'if (!this.#deps.releaseFeed) log.markReleased(batch.messageId);',
     replacement: 'log.markReleased(batch.messageId);',
     tests: ['collector/sources/pod-logs/pod-log-source.test.ts'],
     testName: 'moves the checkpoint only over batches the buffer released',
@@ -496,7 +496,7 @@ export const MUTATIONS: readonly Mutation[] = [
   {
     id: 'podlogs-fragment-after-abort-kept',
     area: 'pod logs',
-    file: 'collector/sources/pod-logs/pod-log-source.ts',
+    file: 'collector/sources/pod-logs/connection-read.ts',
     original: 'if (last && !connectionSignal.aborted) {',
     replacement: 'if (last) {',
     tests: ['collector/sources/pod-logs/pod-log-source.test.ts'],
@@ -517,7 +517,7 @@ export const MUTATIONS: readonly Mutation[] = [
   {
     id: 'podlogs-old-lines-reopen-at-once',
     area: 'pod logs',
-    file: 'collector/sources/pod-logs/pod-log-source.ts',
+    file: 'collector/sources/pod-logs/container-session.ts',
     original: "if (read.advanced || closedByUs) return 'again';",
     replacement: "if (read.lines > 0 || closedByUs) return 'again';",
     tests: ['collector/sources/pod-logs/pod-log-source.test.ts'],
@@ -527,8 +527,8 @@ export const MUTATIONS: readonly Mutation[] = [
   {
     id: 'podlogs-cut-after-old-lines-reconnects',
     area: 'pod logs',
-    file: 'collector/sources/pod-logs/pod-log-source.ts',
-    original: "if (!read.advanced) return quietEnd(key, pod, target.container, 'cut');",
+    file: 'collector/sources/pod-logs/container-session.ts',
+    original: "if (!read.advanced) return this.#quietEnd(pod, target.container, 'cut');",
     replacement: '',
     tests: ['test/integration/pod-logs.test.ts'],
     testName: 'backs off a follow stream cut right after re-sending what was read',
@@ -538,7 +538,7 @@ export const MUTATIONS: readonly Mutation[] = [
   {
     id: 'podlogs-stamped-at-flush',
     area: 'pod logs',
-    file: 'collector/sources/pod-logs/pod-log-source.ts',
+    file: 'collector/sources/pod-logs/batch-flusher.ts',
     original: 'timestampMs: batch.firstTimeMs > 0 ? batch.firstTimeMs : nowMs,',
     replacement: 'timestampMs: nowMs,',
     tests: ['collector/sources/pod-logs/pod-log-source.test.ts'],
