@@ -80,17 +80,6 @@ export function duration(defaultText: string, options: DurationOptions = {}) {
   return durationField(options).prefault(defaultText);
 }
 
-/**
- * A string that must not be blank. The default goes through the check (prefault), so leaving the
- * key out is reported like writing it empty.
- */
-export function requiredText(message: string) {
-  return z
-    .string()
-    .refine((value) => value.trim() !== '', { error: message })
-    .prefault('');
-}
-
 /** A free-form string (YAML numbers at its position are read as their text). */
 export function text(defaultValue = '') {
   return z.string().default(defaultValue);
