@@ -197,6 +197,7 @@ export const MUTATIONS: readonly Mutation[] = [
     tests: ['test/component/buffer-corrupt-record.test.ts'],
     testName: 'is set aside and counted, and every item behind it is delivered',
     breaks: 'a spill record whose checksum does not match is set aside, not delivered',
+    ci: true,
   },
   // ---- delivery: the gateway session's side of the buffer ----
   {
@@ -335,7 +336,6 @@ export const MUTATIONS: readonly Mutation[] = [
     tests: ['collector/gateway/timeouts.test.ts'],
     testName: 'never resets the backoff for a session that was never accepted',
     breaks: 'a long session the gateway never accepted does not reset the backoff',
-    ci: true,
   },
   {
     id: 'gateway-stall-resets-backoff',
@@ -502,7 +502,6 @@ export const MUTATIONS: readonly Mutation[] = [
     tests: ['collector/sources/pod-logs/pod-log-source.test.ts'],
     testName: 'drops the unterminated fragment of a connection it closed itself',
     breaks: 'the fragment our own abort left is dropped and read whole on the next connection',
-    ci: true,
   },
   {
     id: 'podlogs-chunks-held-to-end',
