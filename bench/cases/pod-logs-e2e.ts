@@ -355,6 +355,48 @@ interface CollectorReading extends Reading {
   readonly gatewayCpuPercent: number;
   /** VmHWM over the window (reset at its start). */
   readonly peakRssMiB: number;
+  /** Where the lines were over the window, by the collector's own metrics (fixed rate only). */
+  readonly pipeline?: Pipeline;
+}
+
+/**
+ * The collector's side of a fixed-rate window: how fast it read lines from the API server (so a
+ * shortfall at the gateway is told apart from one in kwok's serving), how many buffer items
+ * went to the disk tier, and gateway sessions that ended stalled.
+ */
+interface Pipeline {
+  readonly readPerSecond: number;
+  readonly diskItemsAtEnd: number;
+  readonly stalledSessions: number;
+}
+
+interface PipelineMark {
+  readonly at: number;
+  readonly linesRead: number;
+  readonly diskItems: number;
+  readonly stalls: number;
+}
+
+async function pipelineMark(metrics: number): Promise<PipelineMark> {
+  const text = await (await fetch(`http://${HOST}:${String(metrics)}/metrics`)).text();
+  const value = (name: string): number => {
+    const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+    return line === undefined ? 0 : Number(line.slice(name.length + 1));
+  };
+  return {
+    at: performance.now(),
+    linesRead: value('kubexa_collector_log_lines_read_total'),
+    diskItems: value('kubexa_collector_buffer_items{tier="disk"}'),
+    stalls: value('kubexa_collector_gateway_stalled_sessions_total'),
+  };
+}
+
+function pipelineBetween(from: PipelineMark, to: PipelineMark): Pipeline {
+  return {
+    readPerSecond: rate(to.linesRead - from.linesRead, to.at - from.at),
+    diskItemsAtEnd: to.diskItems,
+    stalledSessions: to.stalls - from.stalls,
+  };
 }
 
 /** CPU and time at one instant, for a window between two of them. */
@@ -640,10 +682,13 @@ async function collectorAtRate(
       const writer = await startWriter(file, TARGET_RATE / PODS, tag);
       await sleep(WARMUP_MS);
       resetPeakRss(collector.pid);
+      const pipelineFrom = await pipelineMark(metrics);
       const from = mark(counted.entries(), cpuSeconds(collector.pid));
       await sleep(measure ? WINDOW_MS : 1000);
       const to = mark(counted.entries(), cpuSeconds(collector.pid));
       const peakRssMiB = rssMiB(collector.pid, 'VmHWM');
+      // After the window's marks: a collector too busy to answer its /metrics cannot stretch it.
+      const pipeline = pipelineBetween(pipelineFrom, await pipelineMark(metrics));
       const written = (await writer.stop()) * PODS;
       await until(
         () => counted.entries() >= written,
@@ -653,7 +698,7 @@ async function collectorAtRate(
       if (counted.entries() !== written)
         throw new Error(`the gateway got ${String(counted.entries())} of ${String(written)} lines`);
       const reading = between(from, to);
-      return { ...reading, gatewayCpuPercent: reading.benchCpuPercent, peakRssMiB };
+      return { ...reading, gatewayCpuPercent: reading.benchCpuPercent, peakRssMiB, pipeline };
     },
   );
 }
@@ -704,7 +749,13 @@ function describe(label: string, r: Reading): string {
 }
 
 function describeCollector(r: CollectorReading): string {
-  return `${describe('collector', r)}, demo gateway ${pct(r.gatewayCpuPercent)}, peak RSS ${r.peakRssMiB.toFixed(0)} MiB`;
+  const pipeline =
+    r.pipeline === undefined
+      ? ''
+      : ` (it read ${fmtRate(r.pipeline.readPerSecond)} lines/s from the API server; ` +
+        `${String(r.pipeline.diskItemsAtEnd)} buffer items on disk at the end, ` +
+        `${String(r.pipeline.stalledSessions)} gateway sessions ended stalled)`;
+  return `${describe('collector', r)}${pipeline}, demo gateway ${pct(r.gatewayCpuPercent)}, peak RSS ${r.peakRssMiB.toFixed(0)} MiB`;
 }
 
 /** RSS of a collector after it reached `ready` and then idled for SETTLE_MS. */
@@ -859,6 +910,14 @@ export const podLogsE2eBench: BenchCase = {
           baselineName: 'bare follow reader',
           baselineItemsPerSecond: median(bareRate.map((r) => r.linesPerSecond)),
           targetItemsPerSecond: KEEP_UP_SHARE * TARGET_RATE,
+        },
+        {
+          // Where the shortfall is: read from the API server but not shipped is the collector's.
+          name: `lines/s the collector read from the API server while ${target} lines/s are written`,
+          unit: 'lines/s',
+          itemsPerSecond: median(collectorRate.map((r) => r.pipeline?.readPerSecond ?? 0)),
+          baselineName: 'bare follow reader',
+          baselineItemsPerSecond: median(bareRate.map((r) => r.linesPerSecond)),
         },
         {
           name: `collector CPU per line at ${target} lines/s`,
