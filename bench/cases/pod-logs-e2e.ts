@@ -790,6 +790,29 @@ const connected = async (metrics: number): Promise<boolean> =>
 const activeStreams = (metrics: number): Promise<number | undefined> =>
   metricValue(metrics, 'kubexa_collector_log_active_streams');
 
+const INOTIFY_INSTANCES = '/proc/sys/fs/inotify/max_user_instances';
+
+/**
+ * kwok opens one inotify instance per followed log (fsnotify, in the kubelet's log reader), and
+ * the kernel's per-user limit (128 by default) is shared by every process of the user on the
+ * machine: 200 followed streams cannot all open, and the collector loops on reconnects. Raised
+ * here (as root) to what the 200-stream part needs; otherwise the run says why it cannot go on.
+ */
+function ensureInotifyInstances(needed: number, log: (line: string) => void): void {
+  const current = Number.parseInt(readFileSync(INOTIFY_INSTANCES, 'utf8').trim(), 10);
+  if (current >= needed) return;
+  try {
+    writeFileSync(INOTIFY_INSTANCES, String(needed));
+  } catch (err: unknown) {
+    throw new Error(
+      `fs.inotify.max_user_instances is ${String(current)}, and ${String(needed)} are needed ` +
+        `(kwok opens one per followed log); raise it (sysctl -w fs.inotify.max_user_instances=${String(needed)})`,
+      { cause: err },
+    );
+  }
+  log(`raised fs.inotify.max_user_instances from ${String(current)} to ${String(needed)}`);
+}
+
 /** A namespace of PODS one-container pods whose logs are `file` (kwok follows it). */
 async function logNamespace(
   kc: KubeConfig,
@@ -884,6 +907,8 @@ export const podLogsE2eBench: BenchCase = {
       }
 
       const idleRss = await collectorRss(harness, 'logs-off', ['enabled: false'], connected);
+      // 200 streams, plus what the rest of the machine holds.
+      ensureInotifyInstances(1024, log);
       const streamsRss = await collectorRss(
         harness,
         'streams-200',
