@@ -1,5 +1,6 @@
 // The mutation runner fails when a listed mutation survives or its original text is gone, and
-// never touches the working tree: run on a fixture list of three (caught, survives, rotten).
+// never touches the working tree: run on a fixture list of four (caught, survives, rotten, and
+// one whose test name filter selects no test).
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -21,7 +22,7 @@ const runner = (...args: string[]) =>
   );
 
 describe('mutation runner', () => {
-  it('reports the caught, the surviving and the rotten mutation, and exits 1', () => {
+  it('reports the caught, the surviving, the rotten and the misnamed mutation, and exits 1', () => {
     const clockBefore = readFileSync(join(root, 'shared', 'clock.ts'), 'utf8');
     const run = runner();
     const output = run.stdout + run.stderr;
@@ -32,7 +33,10 @@ describe('mutation runner', () => {
     expect(output).toMatch(
       /^rotten\s+shared\/clock\.ts\s+[\d.]+\s+NOT FOUND: original text not found/m,
     );
-    expect(output).toContain('mutation score: 1/3 killed (33 %)');
+    expect(output).toMatch(
+      /^misnamed\s+shared\/clock\.ts:\d+\s+[\d.]+\s+TESTS FAIL UNMUTATED: every test was skipped/m,
+    );
+    expect(output).toContain('mutation score: 1/4 killed (25 %)');
     expect(run.status).toBe(1);
     expect(readFileSync(join(root, 'shared', 'clock.ts'), 'utf8')).toBe(clockBefore);
   }, 120_000);
