@@ -161,6 +161,17 @@ export const ADVERSARIAL_CASES: readonly AdversarialCase[] = [
     values: { security: { profile: 'strict' }, gateway: { tls: false, allowInsecure: true } },
     message: 'security.profile=strict refuses gateway.tls=false',
   },
+  // The node-console helper runs as root on the node: its image is pinned by digest.
+  ...[
+    'busybox',
+    'busybox:1.36',
+    'busybox@sha256:abc',
+    `busybox:latest@sha512:${'a'.repeat(64)}`,
+  ].map((image) => ({
+    name: `exec.node.image ${image} (not pinned by digest)`,
+    values: { exec: { node: { enabled: true, image } } },
+    message: `exec.node.image "${image}" must be pinned by digest`,
+  })),
   // Privileged gates whose feature does not exist yet.
   ...(['exec', 'nodeShell', 'nodeOps', 'write'] as const).map((gate) => ({
     name: `rbac.${gate} before its feature exists`,
