@@ -156,6 +156,15 @@ export const ADVERSARIAL_CASES: readonly AdversarialCase[] = [
     values: { gateway: { insecureSkipVerify: true } },
     message: 'gateway.insecureSkipVerify=true sends the tenant token',
   },
+  ...[
+    { insecureSkipVerify: true, allowInsecure: true },
+    { allowInsecure: true },
+    { tls: false },
+  ].map((gateway) => ({
+    name: `security.profile=strict with ${JSON.stringify(gateway)}`,
+    values: { security: { profile: 'strict' }, gateway },
+    message: 'security.profile=strict refuses gateway.tls=false',
+  })),
   {
     name: 'security.profile=strict with allowInsecure',
     values: { security: { profile: 'strict' }, gateway: { tls: false, allowInsecure: true } },
