@@ -209,8 +209,9 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
         rbac: { exec: true, nodeShell: true, nodeOps: true, write: true },
       });
       const gated = grants(rulesOf(findOne(all, 'ClusterRole', COLLECTOR_ROLE)));
-      // The executor's token is a Secret in the release namespace: with the executor present,
-      // the collector must not be able to read it, and RBAC cannot exclude one Secret.
+      // A token Secret for the executor's ServiceAccount can be created in the release namespace
+      // by anyone who may create Secrets there: with the executor present, the collector must
+      // not be able to read it, and RBAC cannot exclude one Secret.
       expect([...base].filter((grant) => !gated.has(grant)).sort()).toEqual([
         '/secrets:get',
         '/secrets:list',
