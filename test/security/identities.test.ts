@@ -329,4 +329,34 @@ describe('identities with their real tokens on a real API server', () => {
       { timeoutMs: 30_000 },
     );
   });
+  it("a token Secret someone creates for the executor is filled by the API server, and out of the collector's reach", async () => {
+    if (collector === undefined) throw new Error('beforeAll did not run');
+    // The threat model's namespace-editor rule: whoever may create Secrets in the release
+    // namespace can get a long-lived executor token this way. The collector must not read it.
+    const name = 'planted-executor-token';
+    await core.createNamespacedSecret({
+      namespace: namespace(),
+      body: {
+        metadata: { name, annotations: { 'kubernetes.io/service-account.name': EXECUTOR_SA } },
+        type: 'kubernetes.io/service-account-token',
+      },
+    });
+    try {
+      const filled = await eventually(
+        'the token controller to fill the Secret',
+        async () =>
+          (await core.readNamespacedSecret({ name, namespace: namespace() })).data?.['token'],
+        { timeoutMs: 30_000 },
+      );
+      const token = Buffer.from(filled, 'base64').toString('utf8');
+      expect((await review(token))?.user?.username).toBe(
+        `system:serviceaccount:${namespace()}:${EXECUTOR_SA}`,
+      );
+      expect(
+        await statusAs(collector, 'GET', `/api/v1/namespaces/${namespace()}/secrets/${name}`),
+      ).toBe(403);
+    } finally {
+      await core.deleteNamespacedSecret({ name, namespace: namespace() });
+    }
+  });
 });
