@@ -286,7 +286,7 @@ export class AgentConnection {
         kind: messageKind(message),
         receivedAt: now,
         summary: describeMessage(message),
-        payload: AgentMessage.encode(message).finish(),
+        payload: AgentMessage.encode(withoutCredentials(message)).finish(),
       },
       lines,
     );
@@ -415,4 +415,14 @@ export class AgentConnection {
     if (wasAdmitted) this.#timeline('closed', false, reason);
     this.#hooks.onClosed(this);
   }
+}
+
+/** The message as stored: a handshake's tenant token never reaches the store or its file. */
+function withoutCredentials(message: AgentMessage): AgentMessage {
+  const payload = message.payload;
+  if (payload?.$case !== 'handshake' || payload.value.tenantToken === '') return message;
+  return {
+    ...message,
+    payload: { $case: 'handshake', value: { ...payload.value, tenantToken: '' } },
+  };
 }

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { load, problemPaths, problems } from './load-for-test.js';
+import { HELPER_IMAGE_DIGEST_MESSAGE } from './schema.js';
+
+/** A digest suffix for the node-shell helper image, which must be pinned. */
+const DIGEST = `@sha256:${'a'.repeat(64)}`;
 
 const execPod = (fields: string, extra = '') => `exec:\n  pod:\n${fields}${extra}`;
 
@@ -60,7 +64,7 @@ describe('exec.pod', () => {
   it('is validated, rules and scalars, while exec.node is on even with exec.pod off', () => {
     const yaml =
       execPod('    rules: [{names: [x]}]\n    max_sessions: 500\n') +
-      '  node: {enabled: true, image: "busybox:1.36"}\n';
+      `  node: {enabled: true, image: "busybox:1.36${DIGEST}"}\n`;
     const lines = problems(yaml);
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(
@@ -89,9 +93,32 @@ describe('exec.node', () => {
     expect(load('exec:\n  node: {enabled: false}\n').config.exec.node.image).toBe('');
   });
 
+  it('requires the helper image pinned by digest, whether enabled or not', () => {
+    const image = (enabled: boolean, value: string) =>
+      `exec:\n  node: {enabled: ${String(enabled)}, image: ${JSON.stringify(value)}}\n`;
+    for (const tagged of [
+      'busybox',
+      'busybox:1.36',
+      'busybox@sha256:abc',
+      'busybox@sha512:' + 'a'.repeat(64),
+    ]) {
+      for (const enabled of [true, false]) {
+        expect(problems(image(enabled, tagged)), tagged).toEqual([
+          `exec.node.image: ${HELPER_IMAGE_DIGEST_MESSAGE}`,
+        ]);
+      }
+    }
+    for (const pinned of [
+      `busybox${DIGEST}`,
+      `registry.example.com:5000/tools/nsenter:1.0${DIGEST}`,
+    ]) {
+      expect(load(image(true, pinned)).config.exec.node.image, pinned).toBe(pinned);
+    }
+  });
+
   it('requires max_session_sec >= helper_ready_timeout_sec while enabled', () => {
     const node = (a: number, b: number) =>
-      `exec:\n  pod: {rules: [{namespace: a}]}\n  node: {enabled: true, image: img, max_session_sec: ${a}, helper_ready_timeout_sec: ${b}}\n`;
+      `exec:\n  pod: {rules: [{namespace: a}]}\n  node: {enabled: true, image: "img${DIGEST}", max_session_sec: ${a}, helper_ready_timeout_sec: ${b}}\n`;
     expect(problems(node(60, 120))).toEqual([
       'exec.node.max_session_sec: must be at least exec.node.helper_ready_timeout_sec (120): the session clock includes the helper wait',
     ]);

@@ -382,10 +382,18 @@ const ExecPodSection = z.object({
   resume_window_sec: integer(0),
 });
 
+/** The node-shell helper image, pinned: a tag can be moved to another image, a digest cannot. */
+export const HELPER_IMAGE_DIGEST_RE = /^[^\s@]+@sha256:[0-9a-f]{64}$/;
+export const HELPER_IMAGE_DIGEST_MESSAGE =
+  'must be pinned by digest, e.g. registry.example.com/tools/nsenter@sha256:<64 hex digits>: the helper runs as root on the node, and a tag can be moved to another image';
+
 const ExecNodeSection = z
   .object({
     enabled: flag(false),
-    /** No default on purpose: any image with sleep and nsenter. Required while enabled. */
+    /**
+     * No default on purpose: any image with sleep and nsenter. Required while enabled, and always
+     * pinned by digest (image@sha256:...): the helper runs as root on the node.
+     */
     image: text(),
     /** Empty: the agent's own namespace. */
     namespace: nameText(NAMESPACE),
@@ -402,6 +410,14 @@ const ExecNodeSection = z
       );
     },
     whenValid(['enabled'], ['image']),
+  )
+  .superRefine(
+    (node, ctx) => {
+      const image = node.image.trim();
+      if (image === '' || HELPER_IMAGE_DIGEST_RE.test(image)) return;
+      adder(ctx)(['image'], HELPER_IMAGE_DIGEST_MESSAGE);
+    },
+    whenValid(['image']),
   )
   .superRefine(
     (node, ctx) => {

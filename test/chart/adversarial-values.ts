@@ -156,11 +156,31 @@ export const ADVERSARIAL_CASES: readonly AdversarialCase[] = [
     values: { gateway: { insecureSkipVerify: true } },
     message: 'gateway.insecureSkipVerify=true sends the tenant token',
   },
+  ...[
+    { insecureSkipVerify: true, allowInsecure: true },
+    { allowInsecure: true },
+    { tls: false },
+  ].map((gateway) => ({
+    name: `security.profile=strict with ${JSON.stringify(gateway)}`,
+    values: { security: { profile: 'strict' }, gateway },
+    message: 'security.profile=strict refuses gateway.tls=false',
+  })),
   {
     name: 'security.profile=strict with allowInsecure',
     values: { security: { profile: 'strict' }, gateway: { tls: false, allowInsecure: true } },
     message: 'security.profile=strict refuses gateway.tls=false',
   },
+  // The node-console helper runs as root on the node: its image is pinned by digest.
+  ...[
+    'busybox',
+    'busybox:1.36',
+    'busybox@sha256:abc',
+    `busybox:latest@sha512:${'a'.repeat(64)}`,
+  ].map((image) => ({
+    name: `exec.node.image ${image} (not pinned by digest)`,
+    values: { exec: { node: { enabled: true, image } } },
+    message: `exec.node.image "${image}" must be pinned by digest`,
+  })),
   // Privileged gates whose feature does not exist yet.
   ...(['exec', 'nodeShell', 'nodeOps', 'write'] as const).map((gate) => ({
     name: `rbac.${gate} before its feature exists`,

@@ -43,6 +43,9 @@ const BASE_ENTRIES: Readonly<Record<string, Values>> = {
   'exec.pod.rules': { namespace: 'team-a' },
 };
 
+/** The node-shell helper image must be pinned by digest. */
+const PINNED_IMAGE = `busybox@sha256:${'a'.repeat(64)}`;
+
 const WRONG_TYPES: readonly unknown[] = [['x'], { x: 'y' }];
 
 const NAME_SAMPLES: readonly unknown[] = [
@@ -250,11 +253,23 @@ const CROSS_FIELD_CASES: readonly Case[] = [
   { name: 'node consoles on without an image', values: { exec: { node: { enabled: true } } } },
   {
     name: 'node consoles with a session shorter than the helper wait',
-    values: { exec: { node: { enabled: true, image: 'busybox', maxSessionSec: 60 } } },
+    values: { exec: { node: { enabled: true, image: PINNED_IMAGE, maxSessionSec: 60 } } },
   },
   {
-    name: 'node consoles on, image set',
-    values: { exec: { node: { enabled: true, image: 'busybox' } } },
+    name: 'node consoles on, image pinned by digest',
+    values: { exec: { node: { enabled: true, image: PINNED_IMAGE } } },
+  },
+  {
+    name: 'node consoles on, image by tag',
+    values: { exec: { node: { enabled: true, image: 'busybox:1.36' } } },
+  },
+  {
+    name: 'node consoles off, image by tag',
+    values: { exec: { node: { enabled: false, image: 'busybox' } } },
+  },
+  {
+    name: 'node consoles on, image with a short digest',
+    values: { exec: { node: { enabled: true, image: 'busybox@sha256:abc' } } },
   },
   {
     name: 'gateway from host and port',

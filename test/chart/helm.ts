@@ -1,7 +1,8 @@
 // Runs the real helm binaries over helm/kubexa-agent and parses what they render. Shared by the
 // chart tests and the RBAC matrix against the real API server.
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { rmSync } from 'node:fs';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +50,58 @@ export interface RenderOptions {
   readonly values?: Values;
   /** Extra command-line arguments (e.g. --set) after the values file. */
   readonly args?: readonly string[];
+  /**
+   * Render a copy of the chart whose kubexa.implementedFeatures lists these features, as the
+   * chart will once the executor implements them: RBAC for a gate renders only then.
+   */
+  readonly implementedFeatures?: readonly ChartFeature[];
+}
+
+/** The privileged features, as the chart's kubexa.implementedFeatures names them. */
+export type ChartFeature = 'exec' | 'nodeShell' | 'nodeOps' | 'write';
+
+/** The body of kubexa.implementedFeatures in _guards.tpl: one `list ... | toJson` line. */
+const IMPLEMENTED_FEATURES_RE =
+  /(\{\{- define "kubexa\.implementedFeatures" -\}\}\n)\{\{- list[^}]*\| toJson -\}\}/;
+const chartCopies = new Map<string, Promise<string>>();
+
+/**
+ * A copy of the chart (in a temp dir, one per feature set and process) whose list of implemented
+ * features is replaced: the RBAC a gate renders once its feature exists, tested today.
+ */
+export function chartWithFeatures(features: readonly ChartFeature[]): Promise<string> {
+  const key = [...features].sort().join(',');
+  let copy = chartCopies.get(key);
+  if (copy === undefined) {
+    copy = (async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'kubexa-chart-'));
+      const chart = join(dir, 'kubexa-agent');
+      await cp(CHART_DIR, chart, { recursive: true });
+      const guards = join(chart, 'templates', '_guards.tpl');
+      const text = await readFile(guards, 'utf8');
+      if (!IMPLEMENTED_FEATURES_RE.test(text)) {
+        throw new Error('_guards.tpl: kubexa.implementedFeatures changed shape; update helm.ts');
+      }
+      const list = features.map((feature) => ` ${JSON.stringify(feature)}`).join('');
+      await writeFile(
+        guards,
+        text.replace(
+          IMPLEMENTED_FEATURES_RE,
+          (_all, head: string) => `${head}{{- list${list} | toJson -}}`,
+        ),
+      );
+      process.once('exit', () => {
+        try {
+          rmSync(dir, { recursive: true, force: true });
+        } catch {
+          // best effort: a temp dir
+        }
+      });
+      return chart;
+    })();
+    chartCopies.set(key, copy);
+  }
+  return copy;
 }
 
 /** Values every render needs: the tenant token is required when the chart creates its Secret. */
@@ -91,11 +144,11 @@ async function withValuesFile<T>(values: Values, use: (path: string) => Promise<
   }
 }
 
-function templateArgs(valuesPath: string, options: RenderOptions): string[] {
+function templateArgs(valuesPath: string, options: RenderOptions, chartDir: string): string[] {
   return [
     'template',
     options.release ?? 'kubexa-agent',
-    CHART_DIR,
+    chartDir,
     '--namespace',
     options.namespace ?? 'kubexa',
     '--values',
@@ -107,7 +160,11 @@ function templateArgs(valuesPath: string, options: RenderOptions): string[] {
 /** `helm template` output as text. */
 export async function renderText(helmPath: string, options: RenderOptions = {}): Promise<string> {
   const values = deepMerge(BASE_VALUES, options.values ?? {});
-  return withValuesFile(values, (path) => runHelm(helmPath, templateArgs(path, options)));
+  const chartDir =
+    options.implementedFeatures === undefined
+      ? CHART_DIR
+      : await chartWithFeatures(options.implementedFeatures);
+  return withValuesFile(values, (path) => runHelm(helmPath, templateArgs(path, options, chartDir)));
 }
 
 /** `helm template` output parsed into objects (empty documents dropped). */

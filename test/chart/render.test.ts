@@ -209,8 +209,9 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
         rbac: { exec: true, nodeShell: true, nodeOps: true, write: true },
       });
       const gated = grants(rulesOf(findOne(all, 'ClusterRole', COLLECTOR_ROLE)));
-      // The executor's token is a Secret in the release namespace: with the executor present,
-      // the collector must not be able to read it, and RBAC cannot exclude one Secret.
+      // A token Secret for the executor's ServiceAccount can be created in the release namespace
+      // by anyone who may create Secrets there: with the executor present, the collector must
+      // not be able to read it, and RBAC cannot exclude one Secret.
       expect([...base].filter((grant) => !gated.has(grant)).sort()).toEqual([
         '/secrets:get',
         '/secrets:list',
@@ -679,5 +680,35 @@ describe('NOTES.txt (helm 4.1 client dry-run)', () => {
     expect(text).toContain('ServiceAccount kubexa-agent-executor');
     expect(text).toContain('mutate.node.enabled=true');
     expect(text).not.toContain('rbac.exec ');
+  });
+
+  it('says where each gate applies: the namespaces the rules name, or cluster-wide', async () => {
+    const text = await notes([
+      '--set',
+      'executor.renderUnimplemented=true',
+      '--set',
+      'rbac.exec=true',
+      '--set',
+      'rbac.write=true',
+      '--set',
+      'rbac.nodeShell=true',
+      '--set',
+      'exec.node.namespace=shells',
+      '--set-json',
+      'exec.pod.rules=[{"namespace":"team-b"},{"namespace":"team-a"}]',
+      '--set-json',
+      'mutate.rules=[{"namespace":"team-*","resources":["deployments"],"verbs":["scale"]}]',
+    ]);
+    expect(text).toContain('only in namespace(s) team-a, team-b');
+    expect(text).toContain('cluster-wide: a mutate.rules entry names a pattern');
+    expect(text).toContain('helper pods in shells');
+    expect(text).toContain('kubexa gets pods list/delete only (orphan sweep)');
+  });
+
+  it('says what each security profile grants', async () => {
+    expect(await notes([])).toContain('Secret values leave the cluster unless');
+    const strict = await notes(['--set', 'security.profile=strict']);
+    expect(strict).toContain('Security profile: strict');
+    expect(strict).toContain('verified TLS only');
   });
 });

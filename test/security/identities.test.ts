@@ -5,16 +5,14 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { lstat, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
   ApiException,
   AuthenticationV1Api,
-  AuthorizationV1Api,
   CoreV1Api,
-  KubeConfig,
+  type KubeConfig,
 } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -22,6 +20,7 @@ import { systemClock } from '../../shared/clock.js';
 import { createTokenMinter, mintCollectorToken } from '../../executor/identity/token-minter.js';
 import { renderText } from '../chart/helm.js';
 import { RENDER_UNIMPLEMENTED } from '../chart/rbac-expectations.js';
+import { kubeConfigForToken, rulesOf, statusAs, websocketHeaders } from './real-token.js';
 import {
   createTestNamespace,
   eventually,
@@ -33,88 +32,6 @@ const execFileAsync = promisify(execFile);
 const COLLECTOR_SA = 'kubexa-agent';
 const EXECUTOR_SA = 'kubexa-agent-executor';
 const EXPECTED_RULES_FILE = join(import.meta.dirname, 'expected-rules.json');
-
-/** A client that authenticates with nothing but the given bearer token. */
-function kubeConfigForToken(admin: KubeConfig, token: string): KubeConfig {
-  const cluster = admin.getCurrentCluster();
-  if (cluster === null) throw new Error('kubeconfig has no current cluster');
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ ...cluster, name: 'c' }],
-    users: [{ name: 'u', token }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  return kc;
-}
-
-/** One raw HTTPS request as the token's identity; resolves the HTTP status. */
-async function statusAs(
-  kc: KubeConfig,
-  method: string,
-  path: string,
-  options: { body?: unknown; headers?: Record<string, string> } = {},
-): Promise<number> {
-  const server = kc.getCurrentCluster()?.server ?? '';
-  const https: RequestOptions = {};
-  await kc.applyToHTTPSOptions(https);
-  const url = new URL(path, server);
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      url,
-      {
-        ...https,
-        method,
-        headers: {
-          ...(https.headers as Record<string, string> | undefined),
-          ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
-          ...options.headers,
-        },
-      },
-      (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      },
-    );
-    req.on('upgrade', (res, socket) => {
-      socket.destroy();
-      resolve(res.statusCode ?? 101);
-    });
-    req.on('error', reject);
-    req.end(options.body === undefined ? undefined : JSON.stringify(options.body));
-  });
-}
-
-const websocketHeaders = () => ({
-  connection: 'Upgrade',
-  upgrade: 'websocket',
-  'sec-websocket-version': '13',
-  'sec-websocket-key': randomBytes(16).toString('base64'),
-  'sec-websocket-protocol': 'v5.channel.k8s.io',
-});
-
-/** SelfSubjectRulesReview in a namespace, normalised to sorted "group/resource[names]:verb". */
-async function rulesOf(kc: KubeConfig, namespace: string): Promise<string[]> {
-  const review = await kc.makeApiClient(AuthorizationV1Api).createSelfSubjectRulesReview({
-    body: {
-      apiVersion: 'authorization.k8s.io/v1',
-      kind: 'SelfSubjectRulesReview',
-      spec: { namespace },
-    },
-  });
-  const out = new Set<string>();
-  for (const rule of review.status?.resourceRules ?? []) {
-    const names = rule.resourceNames?.length ? `[${[...rule.resourceNames].sort().join(',')}]` : '';
-    for (const group of rule.apiGroups ?? [])
-      for (const resource of rule.resources ?? [])
-        for (const verb of rule.verbs) out.add(`${group}/${resource}${names}:${verb}`);
-  }
-  for (const rule of review.status?.nonResourceRules ?? []) {
-    for (const url of rule.nonResourceURLs ?? [])
-      for (const verb of rule.verbs) out.add(`url:${url}:${verb}`);
-  }
-  return [...out].sort();
-}
 
 describe('identities with their real tokens on a real API server', () => {
   const admin = loadKubeConfig(inject('kubeconfigPath'));
@@ -411,5 +328,35 @@ describe('identities with their real tokens on a real API server', () => {
       async () => ((await review(minted.token))?.authenticated === true ? undefined : true),
       { timeoutMs: 30_000 },
     );
+  });
+  it("a token Secret someone creates for the executor is filled by the API server, and out of the collector's reach", async () => {
+    if (collector === undefined) throw new Error('beforeAll did not run');
+    // The threat model's namespace-editor rule: whoever may create Secrets in the release
+    // namespace can get a long-lived executor token this way. The collector must not read it.
+    const name = 'planted-executor-token';
+    await core.createNamespacedSecret({
+      namespace: namespace(),
+      body: {
+        metadata: { name, annotations: { 'kubernetes.io/service-account.name': EXECUTOR_SA } },
+        type: 'kubernetes.io/service-account-token',
+      },
+    });
+    try {
+      const filled = await eventually(
+        'the token controller to fill the Secret',
+        async () =>
+          (await core.readNamespacedSecret({ name, namespace: namespace() })).data?.['token'],
+        { timeoutMs: 30_000 },
+      );
+      const token = Buffer.from(filled, 'base64').toString('utf8');
+      expect((await review(token))?.user?.username).toBe(
+        `system:serviceaccount:${namespace()}:${EXECUTOR_SA}`,
+      );
+      expect(
+        await statusAs(collector, 'GET', `/api/v1/namespaces/${namespace()}/secrets/${name}`),
+      ).toBe(403);
+    } finally {
+      await core.deleteNamespacedSecret({ name, namespace: namespace() });
+    }
   });
 });

@@ -63,10 +63,10 @@ exclude one Secret. The chart itself renders no token Secret.
 {{- $executor := include "kubexa.executorEnabled" . -}}
 {{- $asked := .Values.rbac.collectorReadsSecrets -}}
 {{- if and $executor (eq (toString $asked) "true") -}}
-{{- fail "kubexa-agent: rbac.collectorReadsSecrets=true cannot be combined with an executor gate (rbac.exec, rbac.nodeShell, rbac.nodeOps, rbac.write): the executor's token is a Secret in the release namespace, and a collector that reads Secrets could act as the executor. Leave rbac.collectorReadsSecrets unset (or false) to enable the executor." -}}
+{{- fail "kubexa-agent: rbac.collectorReadsSecrets=true cannot be combined with an executor gate (rbac.exec, rbac.nodeShell, rbac.nodeOps, rbac.write): anyone who may create Secrets in the release namespace can have the API server fill a token Secret for the executor's ServiceAccount, and a collector that reads Secrets could then act as the executor. Leave rbac.collectorReadsSecrets unset (or false) to enable the executor." -}}
 {{- end -}}
 {{- if and $executor .Values.rbac.readAll -}}
-{{- fail "kubexa-agent: rbac.readAll cannot be combined with an executor gate (rbac.exec, rbac.nodeShell, rbac.nodeOps, rbac.write): readAll includes Secrets, among them the executor's token. Turn rbac.readAll off, or list the resources the collector needs in rbac.extraRules." -}}
+{{- fail "kubexa-agent: rbac.readAll cannot be combined with an executor gate (rbac.exec, rbac.nodeShell, rbac.nodeOps, rbac.write): readAll includes Secrets (a token Secret for the executor's ServiceAccount among them, if anyone creates one). Turn rbac.readAll off, or list the resources the collector needs in rbac.extraRules." -}}
 {{- end -}}
 {{- if and (not $executor) (ne (toString $asked) "false") -}}
 true
