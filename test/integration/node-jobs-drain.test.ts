@@ -69,7 +69,7 @@ const kubectl = (args: readonly string[]) =>
   );
 
 /** A node for this file; `managed: false` has no kubelet at all (its pods never go away by themselves). */
-async function makeNode(prefix: string, managed = true): Promise<string> {
+async function makeNode(prefix: string, managed = true, daemonSet = false): Promise<string> {
   const name = uniqueName(`${fixture}-${prefix}`);
   const body: V1Node = {
     metadata: {
@@ -81,7 +81,7 @@ async function makeNode(prefix: string, managed = true): Promise<string> {
         type: 'kwok-drain',
         'kubernetes.io/hostname': name,
         [TEST_LABEL]: 'true',
-        'kubexa.io/drain-fixture': fixture,
+        ...(daemonSet ? { 'kubexa.io/drain-fixture': fixture } : {}),
       },
     },
     // Other tests' pods stay off these nodes; this file's pods tolerate the taint.
@@ -230,8 +230,8 @@ describe('drain, compared with kubectl drain on an identical node', () => {
   const roles = new Map<string, string>();
 
   beforeAll(async () => {
-    reference = await makeNode('kubectl');
-    ours = await makeNode('executor');
+    reference = await makeNode('kubectl', true, true);
+    ours = await makeNode('executor', true, true);
     for (const [node, s] of [
       [reference, 'a'],
       [ours, 'b'],
@@ -388,3 +388,150 @@ describe('drain, compared with kubectl drain on an identical node', () => {
     });
   });
 });
+
+describe('drain: budgets that unblock, cancel, one job at a time, dry run, terminating pods', () => {
+  let executor: TestExecutor;
+  const prefix = `${fixture}-s`;
+
+  beforeAll(async () => {
+    executor = await startTestExecutor({
+      kc: executorKc,
+      configYaml: DRAIN_CONFIG(`"${prefix}*"`),
+    });
+  });
+
+  afterAll(async () => {
+    await executor.close();
+  });
+
+  it('evicts a pod once its PodDisruptionBudget stops blocking mid-drain', async () => {
+    const node = await makeNode('s-pdb');
+    await guardedDeployment(`late-${node.slice(-8)}`, node);
+    await settled(node, 1);
+    const pdbName = `late-${node.slice(-8)}-pdb`;
+    await pdbBlocks(pdbName);
+    let unblocked = false;
+    const run = await executor.runJob(
+      executor.nodeJob(node, 'drain', {
+        drain: { force: false, deleteEmptydirData: false, timeoutSeconds: 90, podSelector: '' },
+      }),
+      (pod) => {
+        if (pod.phase === PodPhase.POD_PHASE_BLOCKED_BY_PDB && !unblocked) {
+          unblocked = true;
+          void policy.patchNamespacedPodDisruptionBudget({
+            name: pdbName,
+            namespace: ns.name,
+            body: [{ op: 'replace', path: '/spec/minAvailable', value: 0 }],
+          });
+        }
+      },
+    );
+    const phases = run.pods.map((p) => p.phase);
+    expect(phases[0]).toBe(PodPhase.POD_PHASE_EVICTING);
+    expect(phases).toContain(PodPhase.POD_PHASE_BLOCKED_BY_PDB);
+    expect(run.pods.find((p) => p.phase === PodPhase.POD_PHASE_BLOCKED_BY_PDB)?.pdb).toBe(pdbName);
+    expect(phases.indexOf(PodPhase.POD_PHASE_EVICTED)).toBeGreaterThan(
+      phases.indexOf(PodPhase.POD_PHASE_BLOCKED_BY_PDB),
+    );
+    expect(phases.at(-1)).toBe(PodPhase.POD_PHASE_DELETED);
+    expect(run.result.outcome).toBe(NodeJobOutcome.NODE_JOB_OUTCOME_SUCCEEDED);
+    expect(await podsOn(node)).toHaveLength(0);
+  });
+
+  it('is cancelled by CancelNodeJob, refuses a second job meanwhile, and leaves the node cordoned', async () => {
+    const node = await makeNode('s-cancel');
+    await guardedDeployment(`held-${node.slice(-8)}`, node);
+    await settled(node, 1);
+    await pdbBlocks(`held-${node.slice(-8)}-pdb`);
+    const request = executor.nodeJob(node, 'drain', {
+      drain: { force: false, deleteEmptydirData: false, timeoutSeconds: 0, podSelector: '' },
+    });
+    let second: Promise<JobRunLike> | undefined;
+    const run = await executor.runJob(request, (pod) => {
+      if (pod.phase !== PodPhase.POD_PHASE_BLOCKED_BY_PDB || second !== undefined) return;
+      second = executor.runJob(executor.nodeJob(node, 'cordon')).then(async (r) => {
+        expect(await executor.cancelJob(request.requestId)).toBe(true);
+        return r;
+      });
+    });
+    const refusedSecond = await second;
+    expect(refusedSecond?.result.refusal?.code).toBe(RefusalCode.REFUSAL_CODE_LIMIT_REACHED);
+    expect(run.started?.timeoutSeconds).toBe(120); // 0 means the configured maximum
+    expect(run.result.outcome).toBe(NodeJobOutcome.NODE_JOB_OUTCOME_CANCELLED);
+    expect(run.result.pending).toHaveLength(1);
+    expect(run.result.cordoned).toBe(true);
+    expect(await isCordoned(node)).toBe(true);
+    expect(await podsOn(node)).toHaveLength(1);
+    expect(await executor.cancelJob(request.requestId)).toBe(false);
+  });
+
+  it('dry run: every write is checked by the API server and nothing changes', async () => {
+    const node = await makeNode('s-dry');
+    const s = node.slice(-8);
+    await deployment(`dry-web-${s}`, node, 'deployment');
+    await deployment(`dry-cache-${s}`, node, 'emptydir', {
+      volumes: [{ name: 'scratch', emptyDir: {} }],
+    });
+    await barePod(`dry-bare-${s}`, node, 'bare');
+    await settled(node, 3);
+    const versions = async () => {
+      const pods = await podsOn(node);
+      const nodeObject = await core.readNode({ name: node });
+      return {
+        node: nodeObject.metadata?.resourceVersion,
+        pods: Object.fromEntries(
+          pods.map((p): [string, string] => [
+            p.metadata?.name ?? '',
+            p.metadata?.resourceVersion ?? '',
+          ]),
+        ),
+      };
+    };
+    const before = await versions();
+    const run = await executor.runJob(
+      executor.nodeJob(node, 'drain', {
+        dryRun: true,
+        drain: { force: true, deleteEmptydirData: true, timeoutSeconds: 30, podSelector: '' },
+      }),
+    );
+    expect(run.result.outcome).toBe(NodeJobOutcome.NODE_JOB_OUTCOME_SUCCEEDED);
+    const evicted = run.pods.filter((p) => p.phase === PodPhase.POD_PHASE_EVICTED);
+    expect(evicted).toHaveLength(3);
+    expect(new Set(evicted.map((p) => p.reason))).toEqual(new Set(['dry_run']));
+    expect(run.pods.some((p) => p.phase === PodPhase.POD_PHASE_DELETED)).toBe(false);
+    expect(run.result.cordoned).toBe(false);
+    expect(await versions()).toEqual(before);
+    const cordon = await executor.runJob(executor.nodeJob(node, 'cordon', { dryRun: true }));
+    expect(cordon.result.outcome).toBe(NodeJobOutcome.NODE_JOB_OUTCOME_SUCCEEDED);
+    expect(await versions()).toEqual(before);
+  });
+
+  it('waits for a pod that is already terminating instead of evicting it again', async () => {
+    // A node without a kubelet: a deleted pod stays terminating until the test removes it.
+    const node = await makeNode('s-term', false);
+    const name = `going-${node.slice(-8)}`;
+    await barePod(name, node, 'bare');
+    await core.deleteNamespacedPod({ name, namespace: ns.name, gracePeriodSeconds: 300 });
+    await eventually(
+      'the pod terminating',
+      async () =>
+        (await podsOn(node))[0]?.metadata?.deletionTimestamp === undefined ? undefined : true,
+      { timeoutMs: 10_000 },
+    );
+    const run = await executor.runJob(
+      executor.nodeJob(node, 'drain', {
+        drain: { force: true, deleteEmptydirData: false, timeoutSeconds: 60, podSelector: '' },
+      }),
+      (pod) => {
+        if (pod.phase === PodPhase.POD_PHASE_TERMINATING) {
+          void core.deleteNamespacedPod({ name, namespace: ns.name, gracePeriodSeconds: 0 });
+        }
+      },
+    );
+    const phases = run.pods.map((p) => p.phase);
+    expect(phases).toEqual([PodPhase.POD_PHASE_TERMINATING, PodPhase.POD_PHASE_DELETED]);
+    expect(run.result.outcome).toBe(NodeJobOutcome.NODE_JOB_OUTCOME_SUCCEEDED);
+  });
+});
+
+type JobRunLike = Awaited<ReturnType<TestExecutor['runJob']>>;
