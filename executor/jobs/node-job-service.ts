@@ -117,16 +117,19 @@ function fromDrain(result: DrainResult): JobBody {
   };
 }
 
-/** Everything before the job may run; a refusal, or the verified principal. */
+/** Everything before the job may run: the verified principal (once known) and any refusal. */
 function admit(
   request: RunNodeJobRequest,
   options: NodeJobServiceOptions,
-): JobBody | { readonly principal: string } {
+): { readonly principal: string; readonly refused?: JobBody } {
   if (!VERBS.has(request.verb) || request.node === '' || request.requestId === '') {
-    return refusal(
-      RefusalCode.REFUSAL_CODE_INVALID_REQUEST,
-      'a node job needs a request_id, a node and a verb of cordon, uncordon or drain',
-    );
+    return {
+      principal: '',
+      refused: refusal(
+        RefusalCode.REFUSAL_CODE_INVALID_REQUEST,
+        'a node job needs a request_id, a node and a verb of cordon, uncordon or drain',
+      ),
+    };
   }
   const decision = options.guard.authorize(request.command?.jws ?? '', {
     requestId: request.requestId,
@@ -134,21 +137,30 @@ function admit(
     target: { kind: 'node', namespace: '', name: request.node, container: '', resource: '' },
     verb: request.verb,
   });
-  if (!decision.accepted) return refusal(refusalCodeOf(decision.code), decision.reason);
+  if (!decision.accepted) {
+    return { principal: '', refused: refusal(refusalCodeOf(decision.code), decision.reason) };
+  }
+  const principal = decision.principal;
   const config = options.config;
   if (!(config.verbs as readonly string[]).includes(request.verb)) {
-    return refusal(
-      RefusalCode.REFUSAL_CODE_POLICY_DENIED,
-      `mutate.node.verbs does not allow ${request.verb} (allowed: ${config.verbs.join(', ')})`,
-    );
+    return {
+      principal,
+      refused: refusal(
+        RefusalCode.REFUSAL_CODE_POLICY_DENIED,
+        `mutate.node.verbs does not allow ${request.verb} (allowed: ${config.verbs.join(', ')})`,
+      ),
+    };
   }
   if (!matchesAnyNamePattern(config.nodes, request.node)) {
-    return refusal(
-      RefusalCode.REFUSAL_CODE_POLICY_DENIED,
-      `node ${request.node} matches no pattern of mutate.node.nodes`,
-    );
+    return {
+      principal,
+      refused: refusal(
+        RefusalCode.REFUSAL_CODE_POLICY_DENIED,
+        `node ${request.node} matches no pattern of mutate.node.nodes`,
+      ),
+    };
   }
-  return { principal: decision.principal };
+  return { principal };
 }
 
 /** The effective drain timeout: 0 or above the cap means the cap (mutate.node.max_timeout_sec). */
@@ -293,8 +305,8 @@ export function createNodeJobService(options: NodeJobServiceOptions): NodeJobSer
   ): Promise<NodeJobResult> {
     const trail = createAuditTrail(request, options.clock, logger);
     const admitted = admit(request, options);
-    if (!('principal' in admitted)) return trail.finish(admitted);
     trail.principal = admitted.principal;
+    if (admitted.refused !== undefined) return trail.finish(admitted.refused);
     if (running !== undefined) {
       return trail.finish(
         refusal(

@@ -266,9 +266,19 @@ export function createMutationService(options: MutationServiceOptions): Mutation
   const logger = options.logger.child({ component: 'mutations' });
 
   /** Shape, guard and rules: a refusal, or the principal and the rule that allows it. */
-  function admit(request: ApplyMutationRequest): ResultBody | { principal: string; rule: string } {
+  function admit(request: ApplyMutationRequest): {
+    principal: string;
+    rule: string;
+    refused?: ResultBody;
+  } {
     const problem = shapeProblem(request);
-    if (problem !== undefined) return refusal(RefusalCode.REFUSAL_CODE_INVALID_REQUEST, problem);
+    if (problem !== undefined) {
+      return {
+        principal: '',
+        rule: '',
+        refused: refusal(RefusalCode.REFUSAL_CODE_INVALID_REQUEST, problem),
+      };
+    }
     const resource = commandResource(request.group, request.resource);
     const decision = options.guard.authorize(request.command?.jws ?? '', {
       requestId: request.requestId,
@@ -282,14 +292,24 @@ export function createMutationService(options: MutationServiceOptions): Mutation
       },
       verb: request.verb,
     });
-    if (!decision.accepted) return refusal(refusalCodeOf(decision.code), decision.reason);
+    if (!decision.accepted) {
+      return {
+        principal: '',
+        rule: '',
+        refused: refusal(refusalCodeOf(decision.code), decision.reason),
+      };
+    }
     const rule = findRule(options.config.rules, request);
     if (rule === undefined) {
       const where = request.namespace === '' ? '' : `${request.namespace}/`;
-      return refusal(
-        RefusalCode.REFUSAL_CODE_POLICY_DENIED,
-        `no mutate.rules entry allows ${request.verb} on ${resource} ${where}${request.name}`,
-      );
+      return {
+        principal: decision.principal,
+        rule: '',
+        refused: refusal(
+          RefusalCode.REFUSAL_CODE_POLICY_DENIED,
+          `no mutate.rules entry allows ${request.verb} on ${resource} ${where}${request.name}`,
+        ),
+      };
     }
     return { principal: decision.principal, rule: rule.id };
   }
@@ -312,9 +332,8 @@ export function createMutationService(options: MutationServiceOptions): Mutation
   return {
     async apply(request) {
       const startMs = options.clock.now();
-      const admitted = admit(request);
-      const identity = 'principal' in admitted ? admitted : { principal: '', rule: '' };
-      const result = 'principal' in admitted ? await send(request) : admitted;
+      const identity = admit(request);
+      const result = identity.refused ?? (await send(request));
       const outcome = outcomeOf(result);
       const audit: ExecutorAudit = {
         requestId: cap(request.requestId),
