@@ -16,6 +16,7 @@ import { enabledGateNames, enabledGates } from './guard/enabled-gates.js';
 import { createCommandVerifier, loadCommandKeys } from './guard/verify-command.js';
 import { createTokenMinter } from './identity/token-minter.js';
 import { createExecutorServer } from './server/executor-server.js';
+import { createNodeJobServices } from './jobs/wire-node-jobs.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
 const DEFAULT_SOCKET_PATH = '/run/kubexa/executor.sock';
@@ -64,6 +65,7 @@ async function main(): Promise<void> {
   const sharedGid = parseGid(process.env['KUBEXA_SHARED_GID']);
   const minter = collectorTokenMinter(sharedGid, logger);
   const stop = new AbortController();
+  const jobs = createNodeJobServices(config, guard, process.env, logger);
   const closeAll = await startServices(
     [
       ...(minter === undefined ? [] : [minter]),
@@ -74,9 +76,13 @@ async function main(): Promise<void> {
           enabledGates: gates,
           guard,
           shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
+          ...jobs.serverOptions,
         },
         { logger },
       ),
+      // Started after the server so it stops first: a running node job is cancelled (its stream
+      // ends with CANCELLED) before the server drains its calls.
+      jobs.service,
     ],
     stop.signal,
   );

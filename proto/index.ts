@@ -9,7 +9,13 @@ export {
   type ExecutorServiceServer,
   Gate,
 } from './gen/executor/v1/executor.js';
-export { CommandTarget, Refusal, RefusalCode, SignedCommand } from './gen/executor/v1/command.js';
+export {
+  CommandTarget,
+  Refusal,
+  RefusalCode,
+  refusalCodeToJSON,
+  SignedCommand,
+} from './gen/executor/v1/command.js';
 
 // Gateway <-> collector contract (agent.v1, common.v1): wire-compatible with the Go agent.
 export {
@@ -55,3 +61,20 @@ export {
 } from './gen/agent/v1/metric.js';
 export { EventType, eventTypeToJSON, ResourceKind, StateEvent } from './gen/agent/v1/state.js';
 export { AgentMetadata } from './gen/common/v1/metadata.js';
+// Node jobs and generic mutations (executor.v1, node_job.proto).
+export {
+  ApplyMutationRequest,
+  ApplyMutationResponse,
+  CancelNodeJobRequest,
+  CancelNodeJobResponse,
+  DrainOptions,
+  ExecutorAudit,
+  NodeJobOutcome,
+  NodeJobResult,
+  NodeJobStarted,
+  NodePodProgress,
+  PatchType,
+  PodPhase,
+  RunNodeJobRequest,
+  RunNodeJobResponse,
+} from './gen/executor/v1/node_job.js';

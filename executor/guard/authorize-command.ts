@@ -23,7 +23,7 @@ export type AuthorizationDecision =
     };
 
 const NODE_JOB_VERBS = new Set(['cordon', 'uncordon', 'drain']);
-const MUTATION_VERBS = new Set(['scale', 'patch', 'delete', 'create']);
+const MUTATION_VERBS = new Set(['scale', 'patch', 'update', 'delete', 'create']);
 
 /** Which gate and platform permission a verb on a target needs; undefined for nonsense. */
 export function requiredGate(

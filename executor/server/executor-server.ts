@@ -24,6 +24,9 @@ import {
   type GetCapabilitiesRequest,
   type GetCapabilitiesResponse,
 } from '../../proto/index.js';
+import { nodeJobHandlers } from './node-job-handlers.js';
+import type { NodeJobService } from '../jobs/node-job-service.js';
+import type { MutationService } from '../mutations/mutation-service.js';
 import type { Service } from '../../shared/lifecycle/service.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import type { AuthorizationRefusalCode, CommandGuard } from '../guard/authorize-command.js';
@@ -68,6 +71,9 @@ export interface ExecutorServerOptions {
   /** How long close() waits for calls in flight before forcing the server down. */
   readonly shutdownTimeoutMs: number;
   readonly limits?: Partial<SocketLimits>;
+  /** Node jobs and mutations; absent: every such request is refused (GATE_DISABLED). */
+  readonly nodeJobs?: NodeJobService;
+  readonly mutations?: MutationService;
 }
 
 export interface ExecutorServerDeps {
@@ -193,6 +199,7 @@ export function createExecutorServer(
         });
       }
     },
+    ...nodeJobHandlers(options),
   };
   server.addService(ExecutorServiceService, implementation);
   const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
@@ -204,15 +211,18 @@ export function createExecutorServer(
     injector.injectConnection(socket);
     // A connection that never speaks is closed; once it does, gRPC's idle timer takes over.
     // (Set after the injection: the HTTP/2 server resets the socket's timeout when it adopts it.)
+    // The HTTP/2 session reads the socket's handle directly, so 'data' never fires here: whether
+    // the peer spoke is socket.bytesRead when the timer fires.
     socket.setTimeout(limits.firstByteTimeoutMs, () => {
+      if (socket.bytesRead > 0) {
+        socket.setTimeout(0);
+        return;
+      }
       logger.info(
         { decision: 'refused', reason: 'no bytes before the first-byte timeout' },
         'executor connection closed',
       );
       socket.destroy();
-    });
-    socket.once('data', () => {
-      socket.setTimeout(0);
     });
   });
   listener.maxConnections = limits.maxConnections;

@@ -234,4 +234,27 @@ describe('executor server on a Unix socket', () => {
     expect(lines().filter((l) => l['msg'] === 'executor connection refused')).toHaveLength(7);
     expect(lines().filter((l) => l['msg'] === 'executor connection closed')).toHaveLength(3);
   });
+
+  it('keeps a connection that spoke past the first-byte timeout (a node job streams for minutes)', async () => {
+    // The HTTP/2 session reads the socket's handle itself, so the socket never emits 'data':
+    // the timeout must look at bytesRead, or every connection dies firstByteTimeoutMs after accept.
+    const { logger, lines } = captureLogger();
+    const { socketPath } = await startExecutor({ logger, limits: { firstByteTimeoutMs: 200 } });
+    const client = new ExecutorServiceClient(`unix://${socketPath}`, credentials.createInsecure());
+    cleanups.push(() => {
+      client.close();
+      return Promise.resolve();
+    });
+    const ask = () =>
+      new Promise<string>((resolve, reject) => {
+        client.getCapabilities({ requestId: 'r' }, (err: ServiceError | null, response) => {
+          if (err !== null) reject(err);
+          else resolve(response.executorVersion);
+        });
+      });
+    await ask();
+    await sleep(600);
+    expect(await ask()).toBe(AGENT_VERSION);
+    expect(lines().filter((l) => l['msg'] === 'executor connection closed')).toHaveLength(0);
+  });
 });

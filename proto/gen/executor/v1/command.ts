@@ -43,6 +43,13 @@ export const RefusalCode = {
    * the request it came with.
    */
   REFUSAL_CODE_SIGNATURE_MISMATCH: 9,
+  /**
+   * REFUSAL_CODE_DRAIN_NEEDS_OPTIONS - --- Node jobs and mutations (15..19) ---
+   * A drain would need force or delete_emptydir_data for some pods; nothing was changed.
+   */
+  REFUSAL_CODE_DRAIN_NEEDS_OPTIONS: 15,
+  /** REFUSAL_CODE_TARGET_NOT_FOUND - The node or object the request names does not exist. */
+  REFUSAL_CODE_TARGET_NOT_FOUND: 16,
   UNRECOGNIZED: -1,
 } as const;
 
@@ -59,6 +66,8 @@ export namespace RefusalCode {
   export type REFUSAL_CODE_SIGNATURE_EXPIRED = typeof RefusalCode.REFUSAL_CODE_SIGNATURE_EXPIRED;
   export type REFUSAL_CODE_SIGNATURE_REPLAYED = typeof RefusalCode.REFUSAL_CODE_SIGNATURE_REPLAYED;
   export type REFUSAL_CODE_SIGNATURE_MISMATCH = typeof RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH;
+  export type REFUSAL_CODE_DRAIN_NEEDS_OPTIONS = typeof RefusalCode.REFUSAL_CODE_DRAIN_NEEDS_OPTIONS;
+  export type REFUSAL_CODE_TARGET_NOT_FOUND = typeof RefusalCode.REFUSAL_CODE_TARGET_NOT_FOUND;
   export type UNRECOGNIZED = typeof RefusalCode.UNRECOGNIZED;
 }
 
@@ -94,6 +103,12 @@ export function refusalCodeFromJSON(object: any): RefusalCode {
     case 9:
     case "REFUSAL_CODE_SIGNATURE_MISMATCH":
       return RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH;
+    case 15:
+    case "REFUSAL_CODE_DRAIN_NEEDS_OPTIONS":
+      return RefusalCode.REFUSAL_CODE_DRAIN_NEEDS_OPTIONS;
+    case 16:
+    case "REFUSAL_CODE_TARGET_NOT_FOUND":
+      return RefusalCode.REFUSAL_CODE_TARGET_NOT_FOUND;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -123,6 +138,10 @@ export function refusalCodeToJSON(object: RefusalCode): string {
       return "REFUSAL_CODE_SIGNATURE_REPLAYED";
     case RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH:
       return "REFUSAL_CODE_SIGNATURE_MISMATCH";
+    case RefusalCode.REFUSAL_CODE_DRAIN_NEEDS_OPTIONS:
+      return "REFUSAL_CODE_DRAIN_NEEDS_OPTIONS";
+    case RefusalCode.REFUSAL_CODE_TARGET_NOT_FOUND:
+      return "REFUSAL_CODE_TARGET_NOT_FOUND";
     case RefusalCode.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

@@ -11,7 +11,9 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -19,6 +21,14 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { CommandTarget, Refusal, SignedCommand } from "./command.js";
+import {
+  ApplyMutationRequest,
+  ApplyMutationResponse,
+  CancelNodeJobRequest,
+  CancelNodeJobResponse,
+  RunNodeJobRequest,
+  RunNodeJobResponse,
+} from "./node_job.js";
 
 export const protobufPackage = "executor.v1";
 
@@ -593,6 +603,45 @@ export const ExecutorServiceService = {
       Buffer.from(AuthorizeCommandResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AuthorizeCommandResponse => AuthorizeCommandResponse.decode(value),
   },
+  /**
+   * --- Node jobs and generic mutations (node_job.proto; docs/node-jobs.md) ---
+   * RunNodeJob runs one cordon, uncordon or drain and streams its progress; the stream ends
+   * with the job's result. Cancelling the call cancels the job. One job runs at a time.
+   */
+  runNodeJob: {
+    path: "/executor.v1.ExecutorService/RunNodeJob" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: RunNodeJobRequest): Buffer => Buffer.from(RunNodeJobRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RunNodeJobRequest => RunNodeJobRequest.decode(value),
+    responseSerialize: (value: RunNodeJobResponse): Buffer => Buffer.from(RunNodeJobResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RunNodeJobResponse => RunNodeJobResponse.decode(value),
+  },
+  /** CancelNodeJob stops the running job by its request id. */
+  cancelNodeJob: {
+    path: "/executor.v1.ExecutorService/CancelNodeJob" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CancelNodeJobRequest): Buffer => Buffer.from(CancelNodeJobRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CancelNodeJobRequest => CancelNodeJobRequest.decode(value),
+    responseSerialize: (value: CancelNodeJobResponse): Buffer =>
+      Buffer.from(CancelNodeJobResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CancelNodeJobResponse => CancelNodeJobResponse.decode(value),
+  },
+  /**
+   * ApplyMutation sends one generic write allowed by mutate.rules and returns the API
+   * server's answer.
+   */
+  applyMutation: {
+    path: "/executor.v1.ExecutorService/ApplyMutation" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ApplyMutationRequest): Buffer => Buffer.from(ApplyMutationRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ApplyMutationRequest => ApplyMutationRequest.decode(value),
+    responseSerialize: (value: ApplyMutationResponse): Buffer =>
+      Buffer.from(ApplyMutationResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ApplyMutationResponse => ApplyMutationResponse.decode(value),
+  },
 } as const;
 
 export interface ExecutorServiceServer extends UntypedServiceImplementation {
@@ -609,6 +658,19 @@ export interface ExecutorServiceServer extends UntypedServiceImplementation {
    * spent: its nonce is recorded and a second use is refused as REPLAYED.
    */
   authorizeCommand: handleUnaryCall<AuthorizeCommandRequest, AuthorizeCommandResponse>;
+  /**
+   * --- Node jobs and generic mutations (node_job.proto; docs/node-jobs.md) ---
+   * RunNodeJob runs one cordon, uncordon or drain and streams its progress; the stream ends
+   * with the job's result. Cancelling the call cancels the job. One job runs at a time.
+   */
+  runNodeJob: handleServerStreamingCall<RunNodeJobRequest, RunNodeJobResponse>;
+  /** CancelNodeJob stops the running job by its request id. */
+  cancelNodeJob: handleUnaryCall<CancelNodeJobRequest, CancelNodeJobResponse>;
+  /**
+   * ApplyMutation sends one generic write allowed by mutate.rules and returns the API
+   * server's answer.
+   */
+  applyMutation: handleUnaryCall<ApplyMutationRequest, ApplyMutationResponse>;
 }
 
 export interface ExecutorServiceClient extends Client {
@@ -652,6 +714,52 @@ export interface ExecutorServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AuthorizeCommandResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * --- Node jobs and generic mutations (node_job.proto; docs/node-jobs.md) ---
+   * RunNodeJob runs one cordon, uncordon or drain and streams its progress; the stream ends
+   * with the job's result. Cancelling the call cancels the job. One job runs at a time.
+   */
+  runNodeJob(request: RunNodeJobRequest, options?: Partial<CallOptions>): ClientReadableStream<RunNodeJobResponse>;
+  runNodeJob(
+    request: RunNodeJobRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<RunNodeJobResponse>;
+  /** CancelNodeJob stops the running job by its request id. */
+  cancelNodeJob(
+    request: CancelNodeJobRequest,
+    callback: (error: ServiceError | null, response: CancelNodeJobResponse) => void,
+  ): ClientUnaryCall;
+  cancelNodeJob(
+    request: CancelNodeJobRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CancelNodeJobResponse) => void,
+  ): ClientUnaryCall;
+  cancelNodeJob(
+    request: CancelNodeJobRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CancelNodeJobResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ApplyMutation sends one generic write allowed by mutate.rules and returns the API
+   * server's answer.
+   */
+  applyMutation(
+    request: ApplyMutationRequest,
+    callback: (error: ServiceError | null, response: ApplyMutationResponse) => void,
+  ): ClientUnaryCall;
+  applyMutation(
+    request: ApplyMutationRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ApplyMutationResponse) => void,
+  ): ClientUnaryCall;
+  applyMutation(
+    request: ApplyMutationRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ApplyMutationResponse) => void,
   ): ClientUnaryCall;
 }
 
