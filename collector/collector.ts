@@ -35,6 +35,7 @@ import { DEFAULT_INGEST_LIMITS, type IngestLimits } from './sources/pod-logs/con
 import { applyIngestRules } from './sources/pod-logs/ingest-rules.js';
 import { kubePodLogAccess } from './sources/pod-logs/kube-access.js';
 import { createPodLogSource, type PodLogSource } from './sources/pod-logs/pod-log-source.js';
+import { createLiveQuery } from './query/query-service.js';
 import type { Source } from './sources/source.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
@@ -188,6 +189,12 @@ export function createCollector(
     sources.push(podLogs);
   }
   reportUnimplementedCollectors(collect, logger);
+  // Live queries: answered beside the stream, never in its way (session.ts runs each on its own).
+  const liveQuery = createLiveQuery(config.query, {
+    kube: deps.kube,
+    logger,
+    registry: metrics.registry,
+  });
 
   const stream = new GatewayStream(
     {
@@ -224,6 +231,7 @@ export function createCollector(
         ingestLimits = applyIngestRules(ingestLimits, update.config.ingestRules);
         podLogs.setIngestLimits(ingestLimits);
       },
+      queryHandler: liveQuery.handler,
     },
   );
 
@@ -263,7 +271,14 @@ export function createCollector(
   };
   // Closed in reverse: readiness turns false, sources stop, the stream half-closes and returns
   // its in-flight items, the buffer flushes to disk, and the health server goes last.
-  const services: Service[] = [health, bufferService, stream, ...sources, lifecycle.service];
+  const services: Service[] = [
+    health,
+    bufferService,
+    liveQuery.service,
+    stream,
+    ...sources,
+    lifecycle.service,
+  ];
   return { services, stream, buffer, health, metrics, done: stream.done };
 }
 
