@@ -10,6 +10,7 @@ export {
   Gate,
 } from './gen/executor/v1/executor.js';
 export { CommandTarget, Refusal, RefusalCode, SignedCommand } from './gen/executor/v1/command.js';
+export { AccessReview, GateAccess } from './gen/executor/v1/catalog.js';
 
 // Gateway <-> collector contract (agent.v1, common.v1): wire-compatible with the Go agent.
 export {
@@ -40,7 +41,14 @@ export {
   Shutdown,
   WatcherConfig,
 } from './gen/agent/v1/agent.js';
-export { ResourceCapability, ResourceCatalog } from './gen/agent/v1/catalog.js';
+export {
+  AccessCheck,
+  ExecutorCatalog,
+  ExecutorState,
+  PrivilegedCapability,
+  ResourceCapability,
+  ResourceCatalog,
+} from './gen/agent/v1/catalog.js';
 export { LogBatch, LogEntry, LogLevel } from './gen/agent/v1/log.js';
 export {
   KubeMetricsResourceType,
