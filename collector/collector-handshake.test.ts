@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../shared/config/load-config.js';
 import {
   AgentServiceService,
-  type AgentCapabilities,
+  AgentCapabilities,
   type AgentMessage,
   type GatewayMessage,
 } from '../proto/index.js';
@@ -114,7 +114,10 @@ describe('handshake capabilities', () => {
   it('advertises logs only while the log collector runs, never state or metrics it lacks', async () => {
     // State and metrics are enabled by default, but this version has no such collector.
     const on = await advertised([]);
-    expect(on.caps).toEqual({ logs: true, state: false, metrics: false });
+    // Live query and the catalog are always on: a refusal is an answer too.
+    expect(on.caps).toEqual(
+      AgentCapabilities.fromPartial({ logs: true, query: true, catalog: true }),
+    );
     const said = on.logs.lines.find((l) => l.msg.startsWith('collectors enabled in the config'));
     expect(said?.['collectors']).toEqual(['collect.state', 'collect.metrics']);
 
@@ -124,7 +127,7 @@ describe('handshake capabilities', () => {
       '  state: { enabled: false }',
       '  metrics: { enabled: false }',
     ]);
-    expect(off.caps).toEqual({ logs: false, state: false, metrics: false });
+    expect(off.caps).toEqual(AgentCapabilities.fromPartial({ query: true, catalog: true }));
     expect(off.logs.lines.some((l) => l.msg.startsWith('collectors enabled in the config'))).toBe(
       false,
     );

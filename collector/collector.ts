@@ -35,6 +35,9 @@ import { DEFAULT_INGEST_LIMITS, type IngestLimits } from './sources/pod-logs/con
 import { applyIngestRules } from './sources/pod-logs/ingest-rules.js';
 import { kubePodLogAccess } from './sources/pod-logs/kube-access.js';
 import { createPodLogSource, type PodLogSource } from './sources/pod-logs/pod-log-source.js';
+import { createLiveQuery } from './query/query-service.js';
+import { createCapabilityCatalog } from './catalog/capability-catalog.js';
+import { createExecutorClient } from './executor-client/executor-client.js';
 import type { Source } from './sources/source.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
@@ -67,6 +70,10 @@ export interface CollectorDeps {
    * The stream's liveness timers (keepalive pings, stall timeout), for tests that need a dead
    * gateway found in seconds. Not config keys: the defaults suit every gateway we know.
    */
+  /** The executor's Unix socket (KUBEXA_EXECUTOR_SOCKET), when the chart deployed one. */
+  readonly executorSocket?: string | undefined;
+  /** The capability catalog's discovery interval; tests shorten it. */
+  readonly catalogIntervalMs?: number;
   readonly streamTuning?: Pick<
     GatewayStreamOptions,
     'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
@@ -188,6 +195,31 @@ export function createCollector(
     sources.push(podLogs);
   }
   reportUnimplementedCollectors(collect, logger);
+  // Live queries: answered beside the stream, never in its way (session.ts runs each on its own).
+  const liveQuery = createLiveQuery(config.query, {
+    kube: deps.kube,
+    logger,
+    registry: metrics.registry,
+  });
+  const executor =
+    deps.executorSocket === undefined || deps.executorSocket === ''
+      ? undefined
+      : createExecutorClient(deps.executorSocket);
+  const catalog = createCapabilityCatalog(
+    {
+      clusterId: identity.clusterId,
+      agentId: identity.agentId,
+      ...(deps.catalogIntervalMs === undefined ? {} : { intervalMs: deps.catalogIntervalMs }),
+    },
+    {
+      rest: liveQuery.rest,
+      policy: liveQuery.policy,
+      sink: buffer,
+      logger,
+      clock,
+      ...(executor === undefined ? {} : { executor }),
+    },
+  );
 
   const stream = new GatewayStream(
     {
@@ -207,7 +239,11 @@ export function createCollector(
         agentVersion: AGENT_VERSION,
         clusterId: identity.clusterId,
         agentId: identity.agentId,
-        capabilities: advertisedCapabilities({ logs: podLogs !== undefined }),
+        capabilities: {
+          ...advertisedCapabilities({ logs: podLogs !== undefined }),
+          query: true,
+          catalog: true,
+        },
       },
       ...deps.streamTuning,
     },
@@ -224,6 +260,7 @@ export function createCollector(
         ingestLimits = applyIngestRules(ingestLimits, update.config.ingestRules);
         podLogs.setIngestLimits(ingestLimits);
       },
+      queryHandler: liveQuery.handler,
     },
   );
 
@@ -263,7 +300,24 @@ export function createCollector(
   };
   // Closed in reverse: readiness turns false, sources stop, the stream half-closes and returns
   // its in-flight items, the buffer flushes to disk, and the health server goes last.
-  const services: Service[] = [health, bufferService, stream, ...sources, lifecycle.service];
+  const services: Service[] = [
+    health,
+    bufferService,
+    liveQuery.service,
+    stream,
+    ...sources,
+    // Closed after the catalog, the one thing that calls it.
+    {
+      name: 'executor-client',
+      start: () => Promise.resolve(),
+      close: () => {
+        executor?.close();
+        return Promise.resolve();
+      },
+    },
+    catalog,
+    lifecycle.service,
+  ];
   return { services, stream, buffer, health, metrics, done: stream.done };
 }
 

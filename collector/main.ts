@@ -126,7 +126,7 @@ async function main(): Promise<void> {
   const collector = createCollector(
     config,
     { clusterId, agentId: agent.agentId },
-    { logger, kube },
+    { logger, kube, executorSocket: process.env['KUBEXA_EXECUTOR_SOCKET'] },
   );
   const stop = new AbortController();
   const closeAll = await startServices(collector.services, stop.signal);

@@ -111,7 +111,10 @@ export class AgentConnection {
   #handshaken = false;
   #pendingAcks: string[] = [];
   #ackScheduled = false;
-  readonly #queries = new Map<string, (result: ResourceQueryResult) => void>();
+  readonly #queries = new Map<
+    string,
+    { resolve: (result: ResourceQueryResult) => void; reject: (err: Error) => void }
+  >();
 
   constructor(call: Call, options: AdmissionOptions, hooks: ConnectionHooks) {
     this.#call = call;
@@ -200,8 +203,11 @@ export class AgentConnection {
     payload: Extract<GatewayMessage['payload'], { $case: 'resourceQuery' }>,
   ): Promise<ResourceQueryResult> {
     return new Promise<ResourceQueryResult>((resolve, reject) => {
-      this.#queries.set(payload.value.queryId, resolve);
-      if (!this.send(payload)) reject(new Error('session closed'));
+      this.#queries.set(payload.value.queryId, { resolve, reject });
+      if (!this.send(payload)) {
+        this.#queries.delete(payload.value.queryId);
+        reject(new Error('session closed'));
+      }
     });
   }
 
@@ -250,9 +256,9 @@ export class AgentConnection {
     if (payload?.$case === 'heartbeat') {
       this.#onHeartbeat(payload.value.health);
     } else if (payload?.$case === 'resourceQueryResult') {
-      const resolve = this.#queries.get(payload.value.queryId);
+      const pending = this.#queries.get(payload.value.queryId);
       this.#queries.delete(payload.value.queryId);
-      resolve?.(payload.value);
+      pending?.resolve(payload.value);
     } else if (this.#info.deliveryAcks) {
       // Acked even when a duplicate: the agent is waiting for it either way.
       this.#queueAck(message.messageId);
@@ -412,6 +418,11 @@ export class AgentConnection {
     if (this.#info.state === 'closed') return;
     const wasAdmitted = this.#handshaken;
     this.#update({ state: 'closed', closeReason: reason, throttle: undefined });
+    // A query the session can no longer answer fails now instead of waiting forever.
+    for (const pending of this.#queries.values()) {
+      pending.reject(new Error(`session closed before the answer: ${reason}`));
+    }
+    this.#queries.clear();
     if (wasAdmitted) this.#timeline('closed', false, reason);
     this.#hooks.onClosed(this);
   }

@@ -5,6 +5,7 @@ import { credentials, Metadata, status, type ClientDuplexStream } from '@grpc/gr
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  AgentCapabilities,
   type AgentMessage,
   AgentServiceClient,
   ConfigSnapshot,
@@ -80,7 +81,7 @@ function handshake(
         protoVersion: overrides.versions?.[0] ?? 'v1',
         clusterId: overrides.cluster ?? 'cluster-1',
         tenantToken: overrides.token ?? 'good-token',
-        caps: { logs: true, state: true, metrics: true },
+        caps: AgentCapabilities.fromPartial({ logs: true, state: true, metrics: true }),
         supportedProtoVersions: overrides.versions ?? ['v1'],
       },
     },

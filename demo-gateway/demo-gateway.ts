@@ -51,7 +51,9 @@ export class DemoGateway {
   readonly #options: DemoGatewayOptions;
   readonly #logger: Logger;
   readonly #now: () => number;
-  readonly #server = new Server();
+  // A live query's answer carries up to 8 MiB of payload (the agent's cap): above grpc's 4 MiB
+  // default receive limit, so the gateway accepts twice the cap.
+  readonly #server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   readonly #connections = new Map<string, AgentConnection>();
   #port: number | undefined;
   #closed: Promise<void> | undefined;

@@ -15,6 +15,7 @@ import { createCommandGuard } from './guard/authorize-command.js';
 import { enabledGateNames, enabledGates } from './guard/enabled-gates.js';
 import { createCommandVerifier, loadCommandKeys } from './guard/verify-command.js';
 import { createTokenMinter } from './identity/token-minter.js';
+import { createGateAccessReporter } from './catalog/gate-access.js';
 import { createExecutorServer } from './server/executor-server.js';
 import { createNodeJobServices } from './jobs/wire-node-jobs.js';
 
@@ -75,6 +76,7 @@ async function main(): Promise<void> {
           ...(sharedGid === undefined ? {} : { socketGroup: sharedGid }),
           enabledGates: gates,
           guard,
+          gateAccess: gateAccessReporter(config).report,
           shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
           ...jobs.serverOptions,
         },
@@ -138,6 +140,25 @@ function collectorTokenMinter(sharedGid: number | undefined, logger: Logger) {
     },
     { core: kube.makeApiClient(CoreV1Api), clock: systemClock, logger },
   );
+}
+
+/**
+ * The executor's own access reviews for the catalog, on its own identity: in a Pod its projected
+ * ServiceAccount token, elsewhere KUBECONFIG when set (tests, local runs), otherwise none.
+ */
+function gateAccessReporter(config: Parameters<typeof createGateAccessReporter>[0]) {
+  let kube: KubeConfig | undefined;
+  if (process.env['KUBERNETES_SERVICE_HOST']) {
+    kube = new KubeConfig();
+    kube.loadFromCluster();
+  } else if (process.env['KUBECONFIG']) {
+    kube = new KubeConfig();
+    kube.loadFromDefault();
+  }
+  return createGateAccessReporter(config, {
+    kube,
+    homeNamespace: process.env['KUBEXA_POD_NAMESPACE'] ?? '',
+  });
 }
 
 /** KUBEXA_SHARED_GID: the group given access to the socket and the minted token. */

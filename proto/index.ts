@@ -16,6 +16,7 @@ export {
   refusalCodeToJSON,
   SignedCommand,
 } from './gen/executor/v1/command.js';
+export { AccessReview, GateAccess } from './gen/executor/v1/catalog.js';
 
 // Gateway <-> collector contract (agent.v1, common.v1): wire-compatible with the Go agent.
 export {
@@ -46,7 +47,14 @@ export {
   Shutdown,
   WatcherConfig,
 } from './gen/agent/v1/agent.js';
-export { ResourceCapability, ResourceCatalog } from './gen/agent/v1/catalog.js';
+export {
+  AccessCheck,
+  ExecutorCatalog,
+  ExecutorState,
+  PrivilegedCapability,
+  ResourceCapability,
+  ResourceCatalog,
+} from './gen/agent/v1/catalog.js';
 export { LogBatch, LogEntry, LogLevel } from './gen/agent/v1/log.js';
 export {
   KubeMetricsResourceType,

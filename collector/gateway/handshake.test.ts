@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { HandshakeResponse } from '../../proto/index.js';
+import { AgentCapabilities, type HandshakeResponse } from '../../proto/index.js';
 import { GatewayFatalError } from './errors.js';
 import { buildHandshake, evaluateHandshake, handshakeHeaders } from './handshake.js';
 
@@ -33,7 +33,7 @@ describe('handshake', () => {
         protoVersion: 'v1',
         clusterId: 'cluster',
         tenantToken: 'secret',
-        caps: { logs: true, state: false, metrics: true },
+        caps: AgentCapabilities.fromPartial({ logs: true, state: false, metrics: true }),
         supportedProtoVersions: ['v1'],
       },
     });

@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { AgentMessage, ConfigSnapshot, HandshakeResponse } from '../../proto/index.js';
+import {
+  AgentCapabilities,
+  type AgentMessage,
+  type ConfigSnapshot,
+  type HandshakeResponse,
+} from '../../proto/index.js';
 import { GatewayFatalError } from './errors.js';
 
 /** Protocol versions this agent speaks, newest first. */
@@ -13,7 +18,8 @@ export interface AgentIdentity {
   /** UID of the kube-system namespace. */
   readonly clusterId: string;
   readonly agentId: string;
-  readonly capabilities: {
+  /** Flags left out are false: a payload kind is advertised only by what produces it. */
+  readonly capabilities: Readonly<Partial<AgentCapabilities>> & {
     readonly logs: boolean;
     readonly state: boolean;
     readonly metrics: boolean;
@@ -30,7 +36,7 @@ export function buildHandshake(identity: AgentIdentity): AgentMessage {
         protoVersion: SUPPORTED_PROTO_VERSIONS[0] ?? 'v1',
         clusterId: identity.clusterId,
         tenantToken: identity.tenantToken,
-        caps: { ...identity.capabilities },
+        caps: AgentCapabilities.fromPartial(identity.capabilities),
         supportedProtoVersions: [...SUPPORTED_PROTO_VERSIONS],
       },
     },

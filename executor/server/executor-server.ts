@@ -21,6 +21,7 @@ import {
   type AuthorizeCommandResponse,
   type ExecutorServiceServer,
   type Gate,
+  type GateAccess,
   type GetCapabilitiesRequest,
   type GetCapabilitiesResponse,
 } from '../../proto/index.js';
@@ -68,6 +69,8 @@ export interface ExecutorServerOptions {
   readonly enabledGates: readonly Gate[];
   /** The one place that authorizes a privileged request. */
   readonly guard: CommandGuard;
+  /** The executor's own access reviews per gate, for the catalog; absent: none reported. */
+  readonly gateAccess?: () => Promise<GateAccess[]>;
   /** How long close() waits for calls in flight before forcing the server down. */
   readonly shutdownTimeoutMs: number;
   readonly limits?: Partial<SocketLimits>;
@@ -149,7 +152,21 @@ export function createExecutorServer(
       callback: sendUnaryData<GetCapabilitiesResponse>,
     ) {
       logger.debug({ requestId: cap(call.request.requestId) }, 'capabilities requested');
-      callback(null, { executorVersion: AGENT_VERSION, enabledGates: [...options.enabledGates] });
+      const answer = (gateAccess: GateAccess[]) => {
+        callback(null, {
+          executorVersion: AGENT_VERSION,
+          enabledGates: [...options.enabledGates],
+          gateAccess,
+        });
+      };
+      if (options.gateAccess === undefined) {
+        answer([]);
+        return;
+      }
+      options.gateAccess().then(answer, (err: unknown) => {
+        logger.warn({ err }, 'gate access reviews failed');
+        answer([]);
+      });
     },
     authorizeCommand(
       call: ServerUnaryCall<AuthorizeCommandRequest, AuthorizeCommandResponse>,

@@ -272,6 +272,14 @@ export interface AgentCapabilities {
   logs: boolean;
   state: boolean;
   metrics: boolean;
+  /**
+   * query: this agent answers ResourceQuery (with a result or a refusal). Added by this agent;
+   * a gateway built from the Go agent's proto skips it and may send queries anyway, which are
+   * answered the same way.
+   */
+  query: boolean;
+  /** catalog: this agent publishes ResourceCatalog snapshots (with ResourceCatalog.executor). */
+  catalog: boolean;
 }
 
 /** Heartbeat is sent on the stream every heartbeat interval, never buffered. */
@@ -947,7 +955,7 @@ export const HandshakeRequest: MessageFns<HandshakeRequest> = {
 };
 
 function createBaseAgentCapabilities(): AgentCapabilities {
-  return { logs: false, state: false, metrics: false };
+  return { logs: false, state: false, metrics: false, query: false, catalog: false };
 }
 
 export const AgentCapabilities: MessageFns<AgentCapabilities> = {
@@ -960,6 +968,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.metrics !== false) {
       writer.uint32(24).bool(message.metrics);
+    }
+    if (message.query !== false) {
+      writer.uint32(80).bool(message.query);
+    }
+    if (message.catalog !== false) {
+      writer.uint32(88).bool(message.catalog);
     }
     return writer;
   },
@@ -1001,6 +1015,22 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.metrics = reader.bool();
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.query = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.catalog = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1018,6 +1048,8 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
       logs: isSet(object.logs) ? globalThis.Boolean(object.logs) : false,
       state: isSet(object.state) ? globalThis.Boolean(object.state) : false,
       metrics: isSet(object.metrics) ? globalThis.Boolean(object.metrics) : false,
+      query: isSet(object.query) ? globalThis.Boolean(object.query) : false,
+      catalog: isSet(object.catalog) ? globalThis.Boolean(object.catalog) : false,
     };
   },
 
@@ -1032,6 +1064,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.metrics !== false) {
       obj.metrics = message.metrics;
     }
+    if (message.query !== false) {
+      obj.query = message.query;
+    }
+    if (message.catalog !== false) {
+      obj.catalog = message.catalog;
+    }
     return obj;
   },
 
@@ -1043,6 +1081,8 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.logs = object.logs ?? false;
     message.state = object.state ?? false;
     message.metrics = object.metrics ?? false;
+    message.query = object.query ?? false;
+    message.catalog = object.catalog ?? false;
     return message;
   },
 };

@@ -16,6 +16,68 @@ export const protobufFileName = "agent/v1/catalog.proto";
  * compatibility policy: numbers are never reused or retyped, removed fields become reserved.
  */
 
+/** ExecutorState says whether the collector could ask the executor. */
+export const ExecutorState = {
+  EXECUTOR_STATE_UNSPECIFIED: 0,
+  /**
+   * EXECUTOR_STATE_NOT_DEPLOYED - No executor in this Pod: every privileged gate is off in the chart (rbac.exec, nodeShell,
+   * nodeOps, write all false).
+   */
+  EXECUTOR_STATE_NOT_DEPLOYED: 1,
+  /** EXECUTOR_STATE_UNREACHABLE - The executor's socket is configured but it did not answer; error says why. */
+  EXECUTOR_STATE_UNREACHABLE: 2,
+  /** EXECUTOR_STATE_ANSWERED - The executor answered; capabilities are its own word. */
+  EXECUTOR_STATE_ANSWERED: 3,
+  UNRECOGNIZED: -1,
+} as const;
+
+export type ExecutorState = typeof ExecutorState[keyof typeof ExecutorState];
+
+export namespace ExecutorState {
+  export type EXECUTOR_STATE_UNSPECIFIED = typeof ExecutorState.EXECUTOR_STATE_UNSPECIFIED;
+  export type EXECUTOR_STATE_NOT_DEPLOYED = typeof ExecutorState.EXECUTOR_STATE_NOT_DEPLOYED;
+  export type EXECUTOR_STATE_UNREACHABLE = typeof ExecutorState.EXECUTOR_STATE_UNREACHABLE;
+  export type EXECUTOR_STATE_ANSWERED = typeof ExecutorState.EXECUTOR_STATE_ANSWERED;
+  export type UNRECOGNIZED = typeof ExecutorState.UNRECOGNIZED;
+}
+
+export function executorStateFromJSON(object: any): ExecutorState {
+  switch (object) {
+    case 0:
+    case "EXECUTOR_STATE_UNSPECIFIED":
+      return ExecutorState.EXECUTOR_STATE_UNSPECIFIED;
+    case 1:
+    case "EXECUTOR_STATE_NOT_DEPLOYED":
+      return ExecutorState.EXECUTOR_STATE_NOT_DEPLOYED;
+    case 2:
+    case "EXECUTOR_STATE_UNREACHABLE":
+      return ExecutorState.EXECUTOR_STATE_UNREACHABLE;
+    case 3:
+    case "EXECUTOR_STATE_ANSWERED":
+      return ExecutorState.EXECUTOR_STATE_ANSWERED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ExecutorState.UNRECOGNIZED;
+  }
+}
+
+export function executorStateToJSON(object: ExecutorState): string {
+  switch (object) {
+    case ExecutorState.EXECUTOR_STATE_UNSPECIFIED:
+      return "EXECUTOR_STATE_UNSPECIFIED";
+    case ExecutorState.EXECUTOR_STATE_NOT_DEPLOYED:
+      return "EXECUTOR_STATE_NOT_DEPLOYED";
+    case ExecutorState.EXECUTOR_STATE_UNREACHABLE:
+      return "EXECUTOR_STATE_UNREACHABLE";
+    case ExecutorState.EXECUTOR_STATE_ANSWERED:
+      return "EXECUTOR_STATE_ANSWERED";
+    case ExecutorState.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** ResourceCatalog is a full snapshot (no deltas) of the resources the agent can read. */
 export interface ResourceCatalog {
   /** fingerprint is a hash of the sorted GVR set, so the gateway can skip unchanged snapshots. */
@@ -25,6 +87,52 @@ export interface ResourceCatalog {
   entries: ResourceCapability[];
   /** failed_groups are API groups discovery could not reach. */
   failedGroups: string[];
+  /**
+   * executor is the privileged half's side: which of its gates are on and whether its own
+   * ServiceAccount may do what they need. Added by this agent (a gateway built from the Go
+   * agent's proto skips it); absent from catalogs of agents that never ask.
+   */
+  executor?: ExecutorCatalog | undefined;
+}
+
+/** ExecutorCatalog is what the executor reported about itself, over its Unix socket. */
+export interface ExecutorCatalog {
+  state: ExecutorState;
+  executorVersion: string;
+  /** capabilities lists every privileged capability, on or off. */
+  capabilities: PrivilegedCapability[];
+  /** error is set when state is UNREACHABLE. */
+  error: string;
+}
+
+/**
+ * PrivilegedCapability is one executor gate: on or off in the executor's own configuration,
+ * and, when on, what its own ServiceAccount may do (SelfSubjectAccessReviews the executor ran).
+ */
+export interface PrivilegedCapability {
+  /** name is "pod_exec", "node_shell", "node_ops" or "mutate". */
+  name: string;
+  /** enabled: the gate is on in the executor's configuration. Off: checks is empty. */
+  enabled: boolean;
+  /** rbac_allowed: every check was allowed (false when one was denied or failed). */
+  rbacAllowed: boolean;
+  checks: AccessCheck[];
+}
+
+/** AccessCheck is one SelfSubjectAccessReview the executor ran with its own identity. */
+export interface AccessCheck {
+  /** group is "" for the core group. */
+  group: string;
+  resource: string;
+  subresource: string;
+  verb: string;
+  /** namespace: "" means cluster-wide. */
+  namespace: string;
+  allowed: boolean;
+  /** reason is the API server's reason (allowed or denied), or why the review failed. */
+  reason: string;
+  /** failed: the review itself errored; allowed carries no information. */
+  failed: boolean;
 }
 
 /** ResourceCapability is one GVR with what RBAC and the agent's own policy allow on it. */
@@ -47,7 +155,7 @@ export interface ResourceCapability {
 }
 
 function createBaseResourceCatalog(): ResourceCatalog {
-  return { fingerprint: "", collectedAt: "0", entries: [], failedGroups: [] };
+  return { fingerprint: "", collectedAt: "0", entries: [], failedGroups: [], executor: undefined };
 }
 
 export const ResourceCatalog: MessageFns<ResourceCatalog> = {
@@ -63,6 +171,9 @@ export const ResourceCatalog: MessageFns<ResourceCatalog> = {
     }
     for (const v of message.failedGroups) {
       writer.uint32(34).string(v!);
+    }
+    if (message.executor !== undefined) {
+      ExecutorCatalog.encode(message.executor, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -112,6 +223,14 @@ export const ResourceCatalog: MessageFns<ResourceCatalog> = {
             message.failedGroups.push(reader.string());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.executor = ExecutorCatalog.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -140,6 +259,7 @@ export const ResourceCatalog: MessageFns<ResourceCatalog> = {
         : globalThis.Array.isArray(object?.failed_groups)
         ? object.failed_groups.map((e: any) => globalThis.String(e))
         : [],
+      executor: isSet(object.executor) ? ExecutorCatalog.fromJSON(object.executor) : undefined,
     };
   },
 
@@ -157,6 +277,9 @@ export const ResourceCatalog: MessageFns<ResourceCatalog> = {
     if (message.failedGroups?.length) {
       obj.failedGroups = message.failedGroups;
     }
+    if (message.executor !== undefined) {
+      obj.executor = ExecutorCatalog.toJSON(message.executor);
+    }
     return obj;
   },
 
@@ -169,6 +292,443 @@ export const ResourceCatalog: MessageFns<ResourceCatalog> = {
     message.collectedAt = object.collectedAt ?? "0";
     message.entries = object.entries?.map((e) => ResourceCapability.fromPartial(e)) || [];
     message.failedGroups = object.failedGroups?.map((e) => e) || [];
+    message.executor = (object.executor !== undefined && object.executor !== null)
+      ? ExecutorCatalog.fromPartial(object.executor)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseExecutorCatalog(): ExecutorCatalog {
+  return { state: 0, executorVersion: "", capabilities: [], error: "" };
+}
+
+export const ExecutorCatalog: MessageFns<ExecutorCatalog> = {
+  encode(message: ExecutorCatalog, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.state !== 0) {
+      writer.uint32(8).int32(message.state);
+    }
+    if (message.executorVersion !== "") {
+      writer.uint32(18).string(message.executorVersion);
+    }
+    for (const v of message.capabilities) {
+      PrivilegedCapability.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.error !== "") {
+      writer.uint32(34).string(message.error);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExecutorCatalog {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExecutorCatalog();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.state = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.executorVersion = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.capabilities.push(PrivilegedCapability.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExecutorCatalog {
+    return {
+      state: isSet(object.state) ? executorStateFromJSON(object.state) : 0,
+      executorVersion: isSet(object.executorVersion)
+        ? globalThis.String(object.executorVersion)
+        : isSet(object.executor_version)
+        ? globalThis.String(object.executor_version)
+        : "",
+      capabilities: globalThis.Array.isArray(object?.capabilities)
+        ? object.capabilities.map((e: any) => PrivilegedCapability.fromJSON(e))
+        : [],
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+    };
+  },
+
+  toJSON(message: ExecutorCatalog): unknown {
+    const obj: any = {};
+    if (message.state !== 0) {
+      obj.state = executorStateToJSON(message.state);
+    }
+    if (message.executorVersion !== "") {
+      obj.executorVersion = message.executorVersion;
+    }
+    if (message.capabilities?.length) {
+      obj.capabilities = message.capabilities.map((e) => PrivilegedCapability.toJSON(e));
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExecutorCatalog>): ExecutorCatalog {
+    return ExecutorCatalog.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExecutorCatalog>): ExecutorCatalog {
+    const message = createBaseExecutorCatalog();
+    message.state = object.state ?? 0;
+    message.executorVersion = object.executorVersion ?? "";
+    message.capabilities = object.capabilities?.map((e) => PrivilegedCapability.fromPartial(e)) || [];
+    message.error = object.error ?? "";
+    return message;
+  },
+};
+
+function createBasePrivilegedCapability(): PrivilegedCapability {
+  return { name: "", enabled: false, rbacAllowed: false, checks: [] };
+}
+
+export const PrivilegedCapability: MessageFns<PrivilegedCapability> = {
+  encode(message: PrivilegedCapability, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.enabled !== false) {
+      writer.uint32(16).bool(message.enabled);
+    }
+    if (message.rbacAllowed !== false) {
+      writer.uint32(24).bool(message.rbacAllowed);
+    }
+    for (const v of message.checks) {
+      AccessCheck.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PrivilegedCapability {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePrivilegedCapability();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.enabled = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.rbacAllowed = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.checks.push(AccessCheck.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PrivilegedCapability {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      enabled: isSet(object.enabled) ? globalThis.Boolean(object.enabled) : false,
+      rbacAllowed: isSet(object.rbacAllowed)
+        ? globalThis.Boolean(object.rbacAllowed)
+        : isSet(object.rbac_allowed)
+        ? globalThis.Boolean(object.rbac_allowed)
+        : false,
+      checks: globalThis.Array.isArray(object?.checks) ? object.checks.map((e: any) => AccessCheck.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: PrivilegedCapability): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.enabled !== false) {
+      obj.enabled = message.enabled;
+    }
+    if (message.rbacAllowed !== false) {
+      obj.rbacAllowed = message.rbacAllowed;
+    }
+    if (message.checks?.length) {
+      obj.checks = message.checks.map((e) => AccessCheck.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PrivilegedCapability>): PrivilegedCapability {
+    return PrivilegedCapability.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PrivilegedCapability>): PrivilegedCapability {
+    const message = createBasePrivilegedCapability();
+    message.name = object.name ?? "";
+    message.enabled = object.enabled ?? false;
+    message.rbacAllowed = object.rbacAllowed ?? false;
+    message.checks = object.checks?.map((e) => AccessCheck.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseAccessCheck(): AccessCheck {
+  return {
+    group: "",
+    resource: "",
+    subresource: "",
+    verb: "",
+    namespace: "",
+    allowed: false,
+    reason: "",
+    failed: false,
+  };
+}
+
+export const AccessCheck: MessageFns<AccessCheck> = {
+  encode(message: AccessCheck, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.group !== "") {
+      writer.uint32(10).string(message.group);
+    }
+    if (message.resource !== "") {
+      writer.uint32(18).string(message.resource);
+    }
+    if (message.subresource !== "") {
+      writer.uint32(26).string(message.subresource);
+    }
+    if (message.verb !== "") {
+      writer.uint32(34).string(message.verb);
+    }
+    if (message.namespace !== "") {
+      writer.uint32(42).string(message.namespace);
+    }
+    if (message.allowed !== false) {
+      writer.uint32(48).bool(message.allowed);
+    }
+    if (message.reason !== "") {
+      writer.uint32(58).string(message.reason);
+    }
+    if (message.failed !== false) {
+      writer.uint32(64).bool(message.failed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AccessCheck {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAccessCheck();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.resource = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.subresource = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.verb = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.namespace = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.allowed = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.failed = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AccessCheck {
+    return {
+      group: isSet(object.group) ? globalThis.String(object.group) : "",
+      resource: isSet(object.resource) ? globalThis.String(object.resource) : "",
+      subresource: isSet(object.subresource) ? globalThis.String(object.subresource) : "",
+      verb: isSet(object.verb) ? globalThis.String(object.verb) : "",
+      namespace: isSet(object.namespace) ? globalThis.String(object.namespace) : "",
+      allowed: isSet(object.allowed) ? globalThis.Boolean(object.allowed) : false,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      failed: isSet(object.failed) ? globalThis.Boolean(object.failed) : false,
+    };
+  },
+
+  toJSON(message: AccessCheck): unknown {
+    const obj: any = {};
+    if (message.group !== "") {
+      obj.group = message.group;
+    }
+    if (message.resource !== "") {
+      obj.resource = message.resource;
+    }
+    if (message.subresource !== "") {
+      obj.subresource = message.subresource;
+    }
+    if (message.verb !== "") {
+      obj.verb = message.verb;
+    }
+    if (message.namespace !== "") {
+      obj.namespace = message.namespace;
+    }
+    if (message.allowed !== false) {
+      obj.allowed = message.allowed;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.failed !== false) {
+      obj.failed = message.failed;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AccessCheck>): AccessCheck {
+    return AccessCheck.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AccessCheck>): AccessCheck {
+    const message = createBaseAccessCheck();
+    message.group = object.group ?? "";
+    message.resource = object.resource ?? "";
+    message.subresource = object.subresource ?? "";
+    message.verb = object.verb ?? "";
+    message.namespace = object.namespace ?? "";
+    message.allowed = object.allowed ?? false;
+    message.reason = object.reason ?? "";
+    message.failed = object.failed ?? false;
     return message;
   },
 };

@@ -20,6 +20,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { GateAccess } from "./catalog.js";
 import { CommandTarget, Refusal, SignedCommand } from "./command.js";
 import {
   ApplyMutationRequest,
@@ -141,6 +142,12 @@ export interface GetCapabilitiesResponse {
   /** executor_version is the agent build that serves the socket. */
   executorVersion: string;
   enabledGates: Gate[];
+  /**
+   * --- query / capability catalog (fields 10..15) ---
+   * gate_access: every gate, on or off, with the executor's own SelfSubjectAccessReviews for
+   * the gates that are on (cached by the executor for a minute).
+   */
+  gateAccess: GateAccess[];
 }
 
 function createBaseAuthorizeCommandRequest(): AuthorizeCommandRequest {
@@ -461,7 +468,7 @@ export const GetCapabilitiesRequest: MessageFns<GetCapabilitiesRequest> = {
 };
 
 function createBaseGetCapabilitiesResponse(): GetCapabilitiesResponse {
-  return { executorVersion: "", enabledGates: [] };
+  return { executorVersion: "", enabledGates: [], gateAccess: [] };
 }
 
 export const GetCapabilitiesResponse: MessageFns<GetCapabilitiesResponse> = {
@@ -475,6 +482,9 @@ export const GetCapabilitiesResponse: MessageFns<GetCapabilitiesResponse> = {
         writer.int32(v);
       }
       writer.join();
+    }
+    for (const v of message.gateAccess) {
+      GateAccess.encode(v!, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -518,6 +528,14 @@ export const GetCapabilitiesResponse: MessageFns<GetCapabilitiesResponse> = {
 
             break;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.gateAccess.push(GateAccess.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -542,6 +560,11 @@ export const GetCapabilitiesResponse: MessageFns<GetCapabilitiesResponse> = {
         : globalThis.Array.isArray(object?.enabled_gates)
         ? object.enabled_gates.map((e: any) => gateFromJSON(e))
         : [],
+      gateAccess: globalThis.Array.isArray(object?.gateAccess)
+        ? object.gateAccess.map((e: any) => GateAccess.fromJSON(e))
+        : globalThis.Array.isArray(object?.gate_access)
+        ? object.gate_access.map((e: any) => GateAccess.fromJSON(e))
+        : [],
     };
   },
 
@@ -553,6 +576,9 @@ export const GetCapabilitiesResponse: MessageFns<GetCapabilitiesResponse> = {
     if (message.enabledGates?.length) {
       obj.enabledGates = message.enabledGates.map((e) => gateToJSON(e));
     }
+    if (message.gateAccess?.length) {
+      obj.gateAccess = message.gateAccess.map((e) => GateAccess.toJSON(e));
+    }
     return obj;
   },
 
@@ -563,6 +589,7 @@ export const GetCapabilitiesResponse: MessageFns<GetCapabilitiesResponse> = {
     const message = createBaseGetCapabilitiesResponse();
     message.executorVersion = object.executorVersion ?? "";
     message.enabledGates = object.enabledGates?.map((e) => e) || [];
+    message.gateAccess = object.gateAccess?.map((e) => GateAccess.fromPartial(e)) || [];
     return message;
   },
 };

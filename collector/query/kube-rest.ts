@@ -1,0 +1,170 @@
+// Raw reads and reviews against the API server over node:https, bytes in and bytes out. The
+// query path needs the body as bytes (the size caps count them, and numbers must survive
+// exactly, see lossless-json.ts), the Table Accept header, and a connection kept warm between
+// queries: a TLS handshake per query would cost more than the whole query otherwise does.
+// Authentication comes from the KubeConfig on every request (token files rotate, exec plugins).
+import http from 'node:http';
+import https from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { AGENT_VERSION } from '../../shared/version.js';
+
+const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; query)`;
+/** Connections kept per API server: the query gate runs 4 at once, the catalog 8 reviews. */
+const MAX_SOCKETS = 16;
+
+export interface RestResponse {
+  readonly status: number;
+  readonly contentType: string;
+  readonly body: Buffer;
+}
+
+/** The answer's body went over the caller's byte limit; nothing more was read. */
+export class BodyTooLargeError extends Error {
+  readonly limit: number;
+  constructor(limit: number) {
+    super(`the API server's answer is over ${limit} bytes`);
+    this.name = 'BodyTooLargeError';
+    this.limit = limit;
+  }
+}
+
+export interface RestRequest {
+  readonly method: 'GET' | 'POST';
+  /** Path and query, e.g. /api/v1/namespaces/a/pods?limit=5. */
+  readonly path: string;
+  readonly accept?: string;
+  readonly body?: Buffer;
+  /** The body is read up to this many bytes; more rejects with BodyTooLargeError. */
+  readonly maxBodyBytes: number;
+  readonly signal: AbortSignal;
+}
+
+export interface KubeRest {
+  request(request: RestRequest): Promise<RestResponse>;
+  close(): void;
+}
+
+interface AgentMaterial {
+  readonly ca: unknown;
+  readonly cert: unknown;
+  readonly key: unknown;
+  readonly rejectUnauthorized: boolean | undefined;
+  readonly servername: string | undefined;
+}
+
+const same = (a: unknown, b: unknown): boolean =>
+  Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
+
+function headerObject(headers: https.RequestOptions['headers']): http.OutgoingHttpHeaders {
+  const isList = (value: unknown): value is readonly unknown[] => Array.isArray(value);
+  return headers === undefined || isList(headers) ? {} : headers;
+}
+
+export function createKubeRest(kube: KubeConfig): KubeRest {
+  let cached: { material: AgentMaterial; agent: https.Agent } | undefined;
+  const agentFor = (options: https.RequestOptions): https.Agent => {
+    const material: AgentMaterial = {
+      ca: options.ca,
+      cert: options.cert,
+      key: options.key,
+      rejectUnauthorized: options.rejectUnauthorized,
+      servername: options.servername,
+    };
+    if (
+      cached &&
+      (Object.keys(material) as (keyof AgentMaterial)[]).every((k) =>
+        same(cached?.material[k], material[k]),
+      )
+    ) {
+      return cached.agent;
+    }
+    cached?.agent.destroy();
+    const defined = Object.fromEntries(
+      Object.entries(material).filter(([, value]) => value !== undefined),
+    ) as https.AgentOptions;
+    const agent = new https.Agent({
+      ...defined,
+      keepAlive: true,
+      maxSockets: MAX_SOCKETS,
+      maxFreeSockets: MAX_SOCKETS,
+    });
+    cached = { material, agent };
+    return agent;
+  };
+
+  const once = async (request: RestRequest, retryOnReuse: boolean): Promise<RestResponse> => {
+    const cluster = kube.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    const options: https.RequestOptions = {};
+    await kube.applyToHTTPSOptions(options);
+    request.signal.throwIfAborted();
+    const url = new URL(cluster.server.replace(/\/+$/, '') + request.path);
+    const plain = url.protocol === 'http:';
+    const proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== '';
+    const agent =
+      proxied || plain
+        ? options.agent instanceof http.Agent
+          ? options.agent
+          : undefined
+        : agentFor(options);
+    const send = plain ? http.request : https.request;
+    return new Promise<RestResponse>((resolve, reject) => {
+      const outgoing = send(
+        url,
+        {
+          method: request.method,
+          agent,
+          headers: {
+            ...headerObject(options.headers),
+            'user-agent': USER_AGENT,
+            accept: request.accept ?? 'application/json',
+            ...(request.body === undefined
+              ? {}
+              : { 'content-type': 'application/json', 'content-length': request.body.length }),
+          },
+          ...(options.auth === undefined ? {} : { auth: options.auth }),
+          signal: request.signal,
+        },
+        (response) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          response.on('data', (chunk: Buffer) => {
+            size += chunk.length;
+            if (size > request.maxBodyBytes) {
+              // The rest is not read: the connection goes, the memory stays bounded.
+              outgoing.destroy();
+              reject(new BodyTooLargeError(request.maxBodyBytes));
+              return;
+            }
+            chunks.push(chunk);
+          });
+          response.once('error', reject);
+          response.once('end', () => {
+            resolve({
+              status: response.statusCode ?? 0,
+              contentType: response.headers['content-type'] ?? '',
+              body: Buffer.concat(chunks, size),
+            });
+          });
+        },
+      );
+      outgoing.once('error', (err: NodeJS.ErrnoException) => {
+        // A kept-alive socket the server closed while idle: one fresh try, for reads only.
+        if (retryOnReuse && outgoing.reusedSocket && err.code === 'ECONNRESET') {
+          once(request, false).then(resolve, reject);
+          return;
+        }
+        reject(err);
+      });
+      outgoing.end(request.body);
+    });
+  };
+
+  return {
+    request: (request) => once(request, true),
+    close() {
+      cached?.agent.destroy();
+      cached = undefined;
+    },
+  };
+}

@@ -1,0 +1,295 @@
+// The capability catalog against the real API server: discovery, the fingerprint, the
+// collector's own access reviews, the policy's verdicts, an aggregated API that fails discovery,
+// and the executor's side asked over a real Unix socket from a real executor server whose
+// access reviews run on its own (narrow) identity.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ApiextensionsV1Api,
+  ApiregistrationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  RbacAuthorizationV1Api,
+} from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { BufferItem } from '../../collector/buffer/types.js';
+import { createCapabilityCatalog } from '../../collector/catalog/capability-catalog.js';
+import { createExecutorClient } from '../../collector/executor-client/executor-client.js';
+import { createKubeRest } from '../../collector/query/kube-rest.js';
+import { compileQueryPolicy } from '../../collector/query/policy.js';
+import { createGateAccessReporter } from '../../executor/catalog/gate-access.js';
+import { createCommandGuard } from '../../executor/guard/authorize-command.js';
+import { createCommandVerifier } from '../../executor/guard/verify-command.js';
+import { createExecutorServer } from '../../executor/server/executor-server.js';
+import { AgentMessage, ExecutorState, Gate, type ResourceCatalog } from '../../proto/index.js';
+import { systemClock } from '../../shared/clock.js';
+import { load } from '../../shared/config/load-for-test.js';
+import {
+  createTestNamespace,
+  eventually,
+  loadKubeConfig,
+  type TestNamespace,
+} from '../helpers/kube.js';
+
+const silent = pino({ level: 'silent' });
+let kc: KubeConfig;
+let ns: TestNamespace;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  kc = loadKubeConfig(inject('kubeconfigPath'));
+  ns = await createTestNamespace(kc, 'catalog');
+});
+
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  await ns.delete();
+});
+
+function collectorCatalog(yaml: string, executorSocket?: string) {
+  const rest = createKubeRest(kc);
+  const items: BufferItem[] = [];
+  const executor = executorSocket === undefined ? undefined : createExecutorClient(executorSocket);
+  const catalog = createCapabilityCatalog(
+    { clusterId: 'c', agentId: 'a' },
+    {
+      rest,
+      policy: compileQueryPolicy(load(yaml).config.query),
+      sink: { enqueue: (item) => items.push(item) },
+      logger: silent,
+      clock: systemClock,
+      ...(executor === undefined ? {} : { executor }),
+    },
+  );
+  cleanups.push(async () => {
+    await catalog.close();
+    executor?.close();
+    rest.close();
+  });
+  /** The catalogs published, decoded from what went into the buffer. */
+  const published = (): ResourceCatalog[] =>
+    items.map((item) => {
+      const message = AgentMessage.decode(item.payload);
+      if (message.payload?.$case !== 'catalog') throw new Error('not a catalog');
+      return message.payload.value;
+    });
+  return { catalog, published };
+}
+
+const entry = (catalog: ResourceCatalog | undefined, group: string, resource: string) =>
+  catalog?.entries.find((e) => e.group === group && e.resource === resource);
+
+describe('capability catalog', () => {
+  it('publishes RBAC and policy verdicts, and a new catalog when a CRD changes the resource set', async () => {
+    const { catalog, published } = collectorCatalog(
+      'query: {rules: [{resources: [configmaps], verbs: [list]}, {resources: [pods]}]}',
+    );
+    const signal = new AbortController().signal;
+    await catalog.refresh(signal);
+    const first = catalog.last();
+    expect(first?.fingerprint).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(entry(first, '', 'configmaps')).toMatchObject({
+      version: 'v1',
+      kind: 'ConfigMap',
+      namespaced: true,
+      canList: true,
+      canWatch: true,
+      probeFailed: false,
+      policyList: true,
+      policyGet: false,
+    });
+    expect(entry(first, '', 'pods')).toMatchObject({ policyList: true, policyGet: true });
+    expect(entry(first, '', 'secrets')).toMatchObject({ canList: true, policyList: false });
+    expect(entry(first, 'apps', 'deployments')?.version).toBe('v1');
+    // Nothing changed: nothing published.
+    await catalog.refresh(signal);
+    expect(published()).toHaveLength(1);
+
+    const group = 'catalog.kubexa.test';
+    const ext = kc.makeApiClient(ApiextensionsV1Api);
+    await ext.createCustomResourceDefinition({
+      body: {
+        metadata: { name: `gadgets.${group}` },
+        spec: {
+          group,
+          scope: 'Cluster',
+          names: { plural: 'gadgets', singular: 'gadget', kind: 'Gadget' },
+          versions: [
+            {
+              name: 'v1',
+              served: true,
+              storage: true,
+              schema: {
+                openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
+              },
+            },
+          ],
+        },
+      },
+    });
+    cleanups.push(() => ext.deleteCustomResourceDefinition({ name: `gadgets.${group}` }));
+    const second = await eventually(
+      'the CRD in a new catalog',
+      async () => {
+        await catalog.refresh(signal);
+        return entry(catalog.last(), group, 'gadgets') === undefined ? undefined : catalog.last();
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    expect(second.fingerprint).not.toBe(first?.fingerprint);
+    expect(entry(second, group, 'gadgets')).toMatchObject({
+      namespaced: false,
+      canList: true,
+      policyList: false,
+    });
+    expect(published().map((c) => c.fingerprint)).toEqual([first?.fingerprint, second.fingerprint]);
+  });
+
+  it('lists an aggregated API whose service is gone in failed_groups and keeps the rest', async () => {
+    const group = 'dead.kubexa.test';
+    const registration = kc.makeApiClient(ApiregistrationV1Api);
+    await registration.createAPIService({
+      body: {
+        metadata: { name: `v1.${group}` },
+        spec: {
+          group,
+          version: 'v1',
+          service: { namespace: ns.name, name: 'nothing-here', port: 443 },
+          insecureSkipTLSVerify: true,
+          groupPriorityMinimum: 1000,
+          versionPriority: 15,
+        },
+      },
+    });
+    cleanups.push(() => registration.deleteAPIService({ name: `v1.${group}` }));
+    const { catalog } = collectorCatalog('query: {rules: [{resources: ["*"]}]}');
+    const withFailure = await eventually(
+      'the dead group in failed_groups',
+      async () => {
+        await catalog.refresh(new AbortController().signal);
+        const last = catalog.last();
+        return last?.failedGroups.includes(`${group}/v1`) === true ? last : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 1000 },
+    );
+    expect(entry(withFailure, '', 'configmaps')).toMatchObject({
+      policyList: true,
+      policyGet: true,
+    });
+  });
+
+  it("shows the executor side: off without an executor, gates off, and the executor's own reviews for a gate on", async () => {
+    // The executor's identity: may get pods, may not exec into them.
+    const core = kc.makeApiClient(CoreV1Api);
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    await core.createNamespacedServiceAccount({
+      namespace: ns.name,
+      body: { metadata: { name: 'executor' } },
+    });
+    const roleName = `${ns.name}-pod-getter`;
+    await rbac.createClusterRole({
+      body: {
+        metadata: { name: roleName },
+        rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get'] }],
+      },
+    });
+    cleanups.push(() => rbac.deleteClusterRole({ name: roleName }));
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: roleName },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+        subjects: [{ kind: 'ServiceAccount', name: 'executor', namespace: ns.name }],
+      },
+    });
+    cleanups.push(() => rbac.deleteClusterRoleBinding({ name: roleName }));
+    const token = await core.createNamespacedServiceAccountToken({
+      name: 'executor',
+      namespace: ns.name,
+      body: { spec: { audiences: [], expirationSeconds: 600 } },
+    });
+    const cluster = kc.getCurrentCluster();
+    if (cluster === null || token.status === undefined) throw new Error('no cluster or token');
+    const executorKube = new KubeConfig();
+    executorKube.loadFromOptions({
+      clusters: [cluster],
+      users: [{ name: 'executor', token: token.status.token }],
+      contexts: [{ name: 'executor', cluster: cluster.name, user: 'executor' }],
+      currentContext: 'executor',
+    });
+
+    const startExecutor = async (yaml: string, gates: Gate[]) => {
+      const dir = await mkdtemp(join(tmpdir(), 'kubexa-catalog-'));
+      const socketPath = join(dir, 'executor', 'executor.sock');
+      const config = load(yaml, { role: 'executor' }).config;
+      const server = createExecutorServer(
+        {
+          socketPath,
+          enabledGates: gates,
+          guard: createCommandGuard(
+            createCommandVerifier({ keys: new Map(), clock: systemClock }),
+            new Set(),
+          ),
+          gateAccess: createGateAccessReporter(config, {
+            kube: executorKube,
+            homeNamespace: ns.name,
+          }).report,
+          shutdownTimeoutMs: 2000,
+        },
+        { logger: silent },
+      );
+      await server.start(new AbortController().signal);
+      cleanups.push(async () => {
+        await server.close();
+        await rm(dir, { recursive: true, force: true });
+      });
+      return socketPath;
+    };
+
+    const none = collectorCatalog('query: {}');
+    await none.catalog.refresh(new AbortController().signal);
+    expect(none.catalog.last()?.executor?.state).toBe(ExecutorState.EXECUTOR_STATE_NOT_DEPLOYED);
+    expect(none.catalog.last()?.executor?.capabilities.map((c) => [c.name, c.enabled])).toEqual([
+      ['pod_exec', false],
+      ['node_shell', false],
+      ['node_ops', false],
+      ['mutate', false],
+    ]);
+
+    const offSocket = await startExecutor('mutate: {enabled: false}', []);
+    const off = collectorCatalog('query: {}', offSocket);
+    await off.catalog.refresh(new AbortController().signal);
+    const offSide = off.catalog.last()?.executor;
+    expect(offSide?.state).toBe(ExecutorState.EXECUTOR_STATE_ANSWERED);
+    expect(offSide?.capabilities.find((c) => c.name === 'pod_exec')).toEqual({
+      name: 'pod_exec',
+      enabled: false,
+      rbacAllowed: false,
+      checks: [],
+    });
+
+    const onSocket = await startExecutor(
+      'exec: {pod: {enabled: true, rules: [{namespace: "*"}]}}',
+      [Gate.GATE_POD_EXEC],
+    );
+    const on = collectorCatalog('query: {}', onSocket);
+    await on.catalog.refresh(new AbortController().signal);
+    const podExec = on.catalog.last()?.executor?.capabilities.find((c) => c.name === 'pod_exec');
+    expect(podExec?.enabled).toBe(true);
+    expect(podExec?.rbacAllowed).toBe(false);
+    expect(
+      podExec?.checks.map((c) => [c.resource, c.subresource, c.verb, c.allowed, c.failed]),
+    ).toEqual([
+      ['pods', '', 'get', true, false],
+      ['pods', 'exec', 'create', false, false],
+    ]);
+
+    const gone = collectorCatalog('query: {}', join(tmpdir(), 'kubexa-no-such-executor.sock'));
+    await gone.catalog.refresh(new AbortController().signal);
+    expect(gone.catalog.last()?.executor).toMatchObject({
+      state: ExecutorState.EXECUTOR_STATE_UNREACHABLE,
+      error: expect.stringContaining('executor did not answer') as unknown,
+    });
+  });
+});
