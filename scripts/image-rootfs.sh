@@ -18,12 +18,23 @@ for elf in /usr/local/bin/node "$@"; do
   # "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" and "/lib64/ld-linux-x86-64.so.2 (0x...)"
   ldd "$elf" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' >>"$out.libs"
 done
+# The Debian package a library belongs to. With merged /usr, dpkg records some files under /lib
+# (libc6) and some under /usr/lib (libstdc++6): ask for the path ldd printed, the resolved one,
+# and the resolved one without /usr.
+owning_package() {
+  real=$(readlink -f "$1")
+  for path in "$1" "$real" "${real#/usr}"; do
+    if found=$(dpkg-query -S "$path" 2>/dev/null); then
+      echo "$found" | head -n1 | cut -d: -f1
+      return
+    fi
+  done
+}
 : >"$out.os-packages"
 for lib in $(sort -u "$out.libs"); do
   mkdir -p "$out$(dirname "$lib")"
   cp -L "$lib" "$out$lib"
-  # dpkg knows a library by its real path under /usr (merged /usr): resolve before asking.
-  pkg=$(dpkg-query -S "$(readlink -f "$lib")" 2>/dev/null | head -n1 | cut -d: -f1 || true)
+  pkg=$(owning_package "$lib")
   if [ -n "$pkg" ]; then
     echo "$pkg $(dpkg-query -W -f '${Version}' "$pkg")" >>"$out.os-packages"
     if [ -f "/usr/share/doc/$pkg/copyright" ]; then

@@ -312,13 +312,21 @@ export async function buildAgentImages(
         }
         timings['base'] = Date.now() - started;
       }
-      await execFileAsync(
-        'docker',
-        ['import', '--change', 'ENV PATH=/usr/local/bin:/usr/bin:/bin', baseTar, baseName],
-        {
-          env: docker.env,
-        },
+      // Imported once per daemon: `docker import` makes a new image ID every time, and a new base
+      // ID would miss every cached layer built on the old one (npm ci, the SQLite compile).
+      const baseImported = await execFileAsync('docker', ['image', 'inspect', baseName], {
+        env: docker.env,
+      }).then(
+        () => true,
+        () => false,
       );
+      if (!baseImported) {
+        await execFileAsync(
+          'docker',
+          ['import', '--change', 'ENV PATH=/usr/local/bin:/usr/bin:/bin', baseTar, baseName],
+          { env: docker.env },
+        );
+      }
       const revision = execFileSync('git', ['rev-parse', 'HEAD'], {
         cwd: repo,
         encoding: 'utf8',
