@@ -5,8 +5,8 @@ import { defineConfig } from 'vitest/config';
 //   chart       the real helm binaries over the chart (test/chart)
 //   integration the real API server harness, started once for the run (test/integration)
 //   security    identities, socket and leak checks (test/security; real API server too)
-//   node        the same harness plus a real worker node (containerd, runc, kubelet), real
-//               images and the chart installed for real (test/node; needs root)
+//   node        the same harness plus a real worker node (containerd, runc, kubelet), the
+//               images built with docker and the chart installed for real (test/node; needs root)
 //   e2e         the demo gateway's web UI in headless Chromium (test/e2e; needs `chromium`)
 export default defineConfig({
   test: {
@@ -54,31 +54,17 @@ export default defineConfig({
       {
         test: {
           name: 'node',
+          // The real node, the images built from the Dockerfiles (cached by content key), the
+          // chart installed for real (npm run test:images runs only the image and chart files).
           include: ['test/node/**/*.test.ts'],
-          // Built and run on its own until its first cold run in CI is measured (see below).
-          exclude: ['test/node/images.test.ts'],
           // Only this project starts the real node: it needs root and adds about 15-30 s.
           globalSetup: ['./test/node/global-setup.ts'],
           fileParallelism: false,
           testTimeout: 300_000,
-          hookTimeout: 600_000,
+          // A cold image build (base, then both images) takes 10-25 min on 2 loaded cores.
+          hookTimeout: 1_800_000,
         },
       },
-      // The images (docker build from a locally built Node 24 base, then run on the real node):
-      // opt-in with KUBEXA_IMAGE_TESTS=1 (npm run test:images) until a cold run fits CI's budget.
-      ...(process.env['KUBEXA_IMAGE_TESTS'] === '1'
-        ? [
-            {
-              test: {
-                name: 'images',
-                include: ['test/node/images.test.ts'],
-                globalSetup: ['./test/node/global-setup.ts'],
-                testTimeout: 300_000,
-                hookTimeout: 1_800_000,
-              },
-            },
-          ]
-        : []),
       {
         test: {
           name: 'e2e',

@@ -15,7 +15,10 @@ import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const { values: args } = parseArgs({ options: { outdir: { type: 'string' } }, strict: true });
+const { values: args } = parseArgs({
+  options: { outdir: { type: 'string' }, only: { type: 'string' } },
+  strict: true,
+});
 const outDir = resolve(args.outdir ?? join(root, 'dist', 'bundle'));
 
 /** The processes bundled, as output name -> entry point. */
@@ -33,8 +36,20 @@ const NATIVE_PACKAGES: Readonly<Record<string, readonly string[]>> = {
   bindings: ['package.json', 'LICENSE.md', 'bindings.js'],
   'file-uri-to-path': ['package.json', 'LICENSE', 'index.js'],
 };
-/** Of those, the ones the bundled code imports (the others are their dependencies). */
-const EXTERNAL = ['better-sqlite3'];
+/** Of those, the ones the bundled code imports, each with the packages it needs at run time. */
+const EXTERNAL: Readonly<Record<string, readonly string[]>> = {
+  'better-sqlite3': ['better-sqlite3', 'bindings', 'file-uri-to-path'],
+};
+
+function selectedEntryPoints(only: string | undefined): Record<string, string> {
+  if (only === undefined) return { ...ENTRY_POINTS };
+  if (!(only in ENTRY_POINTS)) {
+    throw new Error(
+      `--only=${only}: not a process; use one of ${Object.keys(ENTRY_POINTS).join(', ')}`,
+    );
+  }
+  return { [only]: ENTRY_POINTS[only as keyof typeof ENTRY_POINTS] };
+}
 
 // Bundled CommonJS dependencies call require() for Node's built-ins and read __dirname, which an
 // ES module does not have: give them both, from the bundle's own URL.
@@ -47,9 +62,10 @@ const BANNER = [
   'const __dirname = __kubexaDirname(__filename);',
 ].join('\n');
 
-function copyNativePackages(): void {
+function copyNativePackages(names: ReadonlySet<string>): void {
   const requireFromRoot = createRequire(join(root, 'package.json'));
   for (const [name, files] of Object.entries(NATIVE_PACKAGES)) {
+    if (!names.has(name)) continue;
     const source = dirname(requireFromRoot.resolve(`${name}/package.json`));
     const target = join(outDir, 'node_modules', name);
     for (const file of files) {
@@ -63,7 +79,7 @@ async function main(): Promise<void> {
   rmSync(outDir, { recursive: true, force: true });
   const result = await build({
     absWorkingDir: root,
-    entryPoints: ENTRY_POINTS,
+    entryPoints: selectedEntryPoints(args.only),
     outdir: outDir,
     bundle: true,
     format: 'esm',
@@ -73,14 +89,24 @@ async function main(): Promise<void> {
     sourcemap: 'linked',
     // Source maps point at the repository's files; the sources themselves are not embedded.
     sourcesContent: false,
-    external: EXTERNAL,
+    external: Object.keys(EXTERNAL),
     // Pick the ES module build of a dependency that ships both, as the compiled code does.
     mainFields: ['module', 'main'],
     banner: { js: BANNER },
     metafile: true,
     logLevel: 'warning',
   });
-  copyNativePackages();
+  // Only the native packages an output really imports: the executor's bundle gets none.
+  const imported = new Set(
+    Object.values(result.metafile.outputs).flatMap((output) =>
+      output.imports.filter((i) => i.external).map((i) => i.path),
+    ),
+  );
+  copyNativePackages(
+    new Set(
+      Object.entries(EXTERNAL).flatMap(([name, packages]) => (imported.has(name) ? packages : [])),
+    ),
+  );
   writeFileSync(join(outDir, 'package.json'), `${JSON.stringify({ type: 'module' }, null, 2)}\n`);
   writeFileSync(join(outDir, 'meta.json'), JSON.stringify(result.metafile));
   for (const [file, output] of Object.entries(result.metafile.outputs)) {

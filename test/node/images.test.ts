@@ -1,13 +1,19 @@
 // The two images, built with `docker build` from a Node 24 base made here, are what the
-// Dockerfiles promise: a non-root numeric user, OCI labels, no npm, only their own process's
-// packages (the executor has no SQLite and no fastify), an SBOM each; and the collector's native
-// module, compiled in the build stage, loads on the real node under a read-only root filesystem.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+// Dockerfiles promise: at most 200 MB each, a non-root numeric user, OCI labels, no shell and no
+// npm, only their own process's bundle and native modules (the executor has no SQLite and no
+// fastify), an SBOM each, V8 sized from the container's memory limit; each process is PID 1 and
+// stops cleanly on SIGTERM under a read-only root filesystem (`docker run`, `docker stop`); and the
+// collector's native module, compiled in the build stage, loads on the real node.
+import { execFile, execFileSync } from 'node:child_process';
+import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
 import { REAL_NODE_LABEL, REAL_NODE_TAINT } from '../cluster/node.js';
 import {
   createTestNamespace,
@@ -15,22 +21,31 @@ import {
   loadKubeConfig,
   type TestNamespace,
 } from '../helpers/kube.js';
-import { buildAgentImages, type BuiltImage, type BuiltImages } from './images.js';
+import {
+  buildAgentImages,
+  dockerDataRoot,
+  importIntoNode,
+  startDocker,
+  type BuiltImage,
+  type BuiltImages,
+} from './images.js';
 
-/**
- * Target per image, uncompressed (issue 12). Printed against each image's size rather than
- * asserted: both miss it today (see the README), and a failing CI would only hide the figure.
- */
-const TARGET_IMAGE_BYTES = 200 * 1024 * 1024;
+const execFileAsync = promisify(execFile);
+
+/** Target per image, uncompressed (issue 12), in docker's units (1 MB = 10^6 bytes). */
+const TARGET_IMAGE_BYTES = 200_000_000;
+/** `docker stop`'s grace period here: the chart's terminationGracePeriodSeconds is 45. */
+const STOP_GRACE_SECONDS = 30;
+const COLLECTOR_UID = 65532;
+const EXECUTOR_UID = 65533;
 
 let images: BuiltImages;
 
 beforeAll(async () => {
   images = await buildAgentImages((line) => process.stdout.write(`${line}\n`));
   for (const image of [images.collector, images.executor]) {
-    const verdict = image.sizeBytes <= TARGET_IMAGE_BYTES ? 'within' : 'MISSES';
     process.stdout.write(
-      `${image.name}: ${(image.sizeBytes / 2 ** 20).toFixed(1)} MiB uncompressed, ${verdict} the ${String(TARGET_IMAGE_BYTES / 2 ** 20)} MiB target\n`,
+      `${image.name}: ${(image.sizeBytes / 1e6).toFixed(1)} MB uncompressed (target ${String(TARGET_IMAGE_BYTES / 1e6)} MB)\n`,
     );
   }
 }, 1_800_000);
@@ -39,6 +54,7 @@ interface ImageConfig {
   User: string;
   Labels: Record<string, string>;
   Entrypoint: string[];
+  Env: string[];
 }
 
 /** The image's config and the paths of every file in its layers, read from the archive. */
@@ -69,9 +85,9 @@ function inspectArchive(image: BuiltImage): { config: ImageConfig; files: Set<st
 }
 
 describe.each([
-  ['collector', () => images.collector],
-  ['executor', () => images.executor],
-] as const)('the %s image', (component, image) => {
+  ['collector', COLLECTOR_UID, () => images.collector],
+  ['executor', EXECUTOR_UID, () => images.executor],
+] as const)('the %s image', (component, uid, image) => {
   let config: ImageConfig;
   let files: Set<string>;
 
@@ -79,9 +95,13 @@ describe.each([
     ({ config, files } = inspectArchive(image()));
   });
 
-  it('runs as a non-root numeric user, its process directly as PID 1', () => {
-    expect(config.User).toBe('65532:65532');
-    expect(config.Entrypoint).toEqual(['node', `dist/js/${component}/main.js`]);
+  it('is at most 200 MB uncompressed', () => {
+    expect(image().sizeBytes).toBeLessThanOrEqual(TARGET_IMAGE_BYTES);
+  });
+
+  it("runs as the chart's non-root numeric user, its bundle directly under node as PID 1", () => {
+    expect(config.User).toBe(`${String(uid)}:${String(uid)}`);
+    expect(config.Entrypoint).toEqual(['node', `/app/${component}.js`]);
   });
 
   it('carries the OCI version, revision and source labels', () => {
@@ -91,22 +111,52 @@ describe.each([
     expect(config.Labels['org.opencontainers.image.source']).toMatch(/^https:\/\//);
   });
 
-  it('has Node but no npm, no npx and no compiler headers', () => {
-    expect(files.has('usr/local/bin/node')).toBe(true);
-    expect(files.has('usr/local/lib/node_modules/npm/package.json')).toBe(false);
-    expect(files.has('usr/local/bin/npm')).toBe(false);
-    expect(files.has('usr/local/bin/npx')).toBe(false);
-    expect(files.has('usr/local/include/node/node.h')).toBe(false);
+  it('sizes V8 from the container: old space a share of the memory limit, small semi-spaces', () => {
+    expect(config.Env).toContain(
+      'NODE_OPTIONS=--max-old-space-size-percentage=60 --max-semi-space-size=8',
+    );
   });
 
-  it('ships an SBOM that lists exactly the packages in its node_modules', () => {
+  it('has Node and its libraries, and no shell, no npm, no package manager', () => {
+    expect(files.has('usr/local/bin/node')).toBe(true);
+    for (const absent of [
+      'bin/sh',
+      'usr/bin/sh',
+      'usr/local/bin/npm',
+      'usr/local/lib/node_modules/npm/package.json',
+      'usr/bin/apt-get',
+      'usr/bin/dpkg',
+    ]) {
+      expect(files.has(absent), absent).toBe(false);
+    }
+  });
+
+  it('ships the bundle and its source map, and no node_modules but native modules', () => {
+    expect(files.has(`app/${component}.js`)).toBe(true);
+    expect(files.has(`app/${component}.js.map`)).toBe(true);
+    const packages = [...files].filter((f) =>
+      /^app\/node_modules\/(@[^/]+\/)?[^/@]+\/package\.json$/.test(f),
+    );
+    expect(packages).toEqual(
+      component === 'collector'
+        ? expect.arrayContaining([
+            'app/node_modules/better-sqlite3/package.json',
+            'app/node_modules/bindings/package.json',
+            'app/node_modules/file-uri-to-path/package.json',
+          ])
+        : [],
+    );
+  });
+
+  it('ships an SBOM naming every package in it, with Node and the Debian libraries', () => {
+    const listed = new Set(image().sbom.components.map((c) => c.name));
     const installed = [...files]
-      .filter((file) => /^app\/node_modules\/(@[^/]+\/)?[^/@]+\/package\.json$/.test(file))
-      .map((file) => file.replace(/^app\/node_modules\//, '').replace(/\/package\.json$/, ''))
-      .filter((name) => !name.includes('/node_modules/'));
-    const listed = image().sbom.components.map((c) => c.name);
+      .filter((f) => /^app\/node_modules\/(@[^/]+\/)?[^/@]+\/package\.json$/.test(f))
+      .map((f) => f.replace(/^app\/node_modules\//, '').replace(/\/package\.json$/, ''));
     expect(files.has('app/sbom.cdx.json')).toBe(true);
-    expect(new Set(listed)).toEqual(new Set(installed));
+    for (const name of [...installed, 'node', 'libc6', '@grpc/grpc-js', 'pino']) {
+      expect(listed.has(name), name).toBe(true);
+    }
   });
 });
 
@@ -119,9 +169,8 @@ describe('each image holds only its own process runtime dependencies', () => {
     expect(names(images.executor)).not.toContain('ts-proto');
   });
 
-  it('the collector has its native module compiled, and no install-time fetcher', () => {
+  it('the collector has its native module compiled, and no install-time fetcher or generator', () => {
     const { files } = inspectArchive(images.collector);
-    expect(names(images.collector)).toContain('better-sqlite3');
     expect(names(images.collector)).not.toContain('prebuild-install');
     expect(names(images.collector)).not.toContain('ts-proto');
     expect(files.has('app/node_modules/better-sqlite3/build/Release/better_sqlite3.node')).toBe(
@@ -132,6 +181,171 @@ describe('each image holds only its own process runtime dependencies', () => {
   });
 });
 
+describe('docker run', () => {
+  let docker: Awaited<ReturnType<typeof startDocker>>;
+  let dir: string;
+  const containers: string[] = [];
+  const dockerCli = async (args: string[]) =>
+    (await execFileAsync('docker', args, { env: docker.env, maxBuffer: 64e6 })).stdout;
+  /** `docker stop` with the grace period, then the exit code and the whole log. */
+  const stop = async (id: string) => {
+    await dockerCli(['stop', '--time', String(STOP_GRACE_SECONDS), id]);
+    const exitCode = Number((await dockerCli(['inspect', '-f', '{{.State.ExitCode}}', id])).trim());
+    const { stdout, stderr } = await execFileAsync('docker', ['logs', id], { env: docker.env });
+    return { exitCode, log: stdout + stderr };
+  };
+  const waitForLog = (id: string, text: string) =>
+    eventually(
+      `"${text}" in the container's log`,
+      async () => {
+        const { stdout, stderr } = await execFileAsync('docker', ['logs', id], {
+          env: docker.env,
+        });
+        return (stdout + stderr).includes(text) ? true : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+
+  beforeAll(async () => {
+    docker = await startDocker(dockerDataRoot());
+    for (const image of [images.collector, images.executor]) {
+      await dockerCli(['load', '--quiet', '--input', image.archive]);
+    }
+    dir = mkdtempSync(join(tmpdir(), 'kubexa-docker-run-'));
+  }, 600_000);
+
+  afterAll(async () => {
+    for (const id of containers) await dockerCli(['rm', '--force', id]).catch(() => undefined);
+    await docker.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }, 120_000);
+
+  it("V8's heap limit follows the container's memory limit", async () => {
+    const limit = await dockerCli([
+      'run',
+      '--rm',
+      '--memory=256m',
+      '--network=none',
+      '--entrypoint=node',
+      images.executor.name,
+      '-p',
+      'require("v8").getHeapStatistics().heap_size_limit',
+    ]);
+    // 60 % of 256 MiB for the old space plus three 8 MiB semi-spaces (V8's young generation),
+    // within V8's rounding to pages.
+    expect(Math.abs(Number(limit) / 2 ** 20 - (256 * 0.6 + 3 * 8))).toBeLessThan(2);
+  });
+
+  it('the executor, PID 1 under a read-only root, exits 0 within the grace period on SIGTERM', async () => {
+    const configPath = join(dir, 'executor.yaml');
+    writeFileSync(
+      configPath,
+      stringify({ exec: { pod: { enabled: true, rules: [{ namespace: 'team-*' }] } } }),
+    );
+    const id = (
+      await dockerCli([
+        'run',
+        '--detach',
+        '--read-only',
+        '--network=none',
+        '--tmpfs=/run/kubexa:mode=1777',
+        `--volume=${configPath}:/config/config.yaml:ro`,
+        '--env=KUBEXA_EXECUTOR_SOCKET=/run/kubexa/executor/executor.sock',
+        images.executor.name,
+      ])
+    ).trim();
+    containers.push(id);
+    await waitForLog(id, 'executor started');
+    const stopped = await stop(id);
+    expect({ exitCode: stopped.exitCode, clean: stopped.log.includes('executor stopped') }).toEqual(
+      { exitCode: 0, clean: true },
+    );
+  });
+
+  it('the collector, PID 1 under a read-only root, streams, then exits 0 within the grace period on SIGTERM', async () => {
+    const token = 'docker-run-tenant-token';
+    const gateway = new DemoGateway({ acceptToken: token }, { logger: pino({ level: 'silent' }) });
+    try {
+      const port = await gateway.listen('127.0.0.1', 0);
+      const dataDir = join(dir, 'data');
+      mkdirSync(dataDir);
+      chownSync(dataDir, COLLECTOR_UID, COLLECTOR_UID);
+      const configPath = join(dir, 'collector.yaml');
+      writeFileSync(
+        configPath,
+        stringify({
+          gateway: { address: `127.0.0.1:${String(port)}`, tls: false },
+          buffer: { spill_dir: '/var/lib/kubexa' },
+          observability: { health_addr: '127.0.0.1:0', metrics_addr: '127.0.0.1:0' },
+        }),
+      );
+      const kubeconfig = join(dir, 'kubeconfig');
+      writeFileSync(kubeconfig, flatKubeconfig(inject('kubeconfigPath')), { mode: 0o644 });
+      const id = (
+        await dockerCli([
+          'run',
+          '--detach',
+          '--read-only',
+          // The test cluster's API server and the gateway listen on the machine's loopback.
+          '--network=host',
+          '--memory=512m',
+          `--volume=${configPath}:/config/config.yaml:ro`,
+          `--volume=${kubeconfig}:/kube/config:ro`,
+          `--volume=${dataDir}:/var/lib/kubexa`,
+          '--env=KUBECONFIG=/kube/config',
+          `--env=KUBEXA_TENANT_TOKEN=${token}`,
+          images.collector.name,
+          '--config=/config/config.yaml',
+        ])
+      ).trim();
+      containers.push(id);
+      await waitForLog(id, 'collector started');
+      await gateway.waitForSession();
+      const stopped = await stop(id);
+      expect({
+        exitCode: stopped.exitCode,
+        clean: stopped.log.includes('"msg":"collector stopped"'),
+      }).toEqual({ exitCode: 0, clean: true });
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
+/** The test cluster's kubeconfig with its certificates and key inline (the container's user reads it). */
+function flatKubeconfig(path: string): string {
+  const kc = loadKubeConfig(path);
+  const cluster = kc.getCurrentCluster();
+  const user = kc.getCurrentUser();
+  if (cluster === null || user === null) throw new Error(`${path} has no current context`);
+  const inline = (data: string | undefined, file: string | undefined) =>
+    data ?? readFileSync(file ?? '').toString('base64');
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      {
+        name: 'test',
+        cluster: {
+          server: cluster.server,
+          'certificate-authority-data': inline(cluster.caData, cluster.caFile),
+        },
+      },
+    ],
+    users: [
+      {
+        name: 'test',
+        user: {
+          'client-certificate-data': inline(user.certData, user.certFile),
+          'client-key-data': inline(user.keyData, user.keyFile),
+        },
+      },
+    ],
+    contexts: [{ name: 'test', context: { cluster: 'test', user: 'test' } }],
+    'current-context': 'test',
+  });
+}
+
 describe('on the real node', () => {
   const kc = loadKubeConfig(inject('kubeconfigPath'));
   const core = kc.makeApiClient(CoreV1Api);
@@ -139,17 +353,7 @@ describe('on the real node', () => {
 
   beforeAll(async () => {
     ns = await createTestNamespace(kc, 'images');
-    const ctr = join(inject('clusterBinDir'), 'ctr');
-    execFileSync(ctr, [
-      '--address',
-      inject('realNodeContainerdSocket'),
-      '--namespace',
-      'k8s.io',
-      'images',
-      'import',
-      '--local',
-      images.collector.archive,
-    ]);
+    importIntoNode(images, inject('clusterBinDir'), inject('realNodeContainerdSocket'));
   });
 
   afterAll(async () => {

@@ -7,7 +7,9 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
+  closeSync,
   existsSync,
+  openSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -71,23 +73,17 @@ function hash(...parts: (string | Buffer)[]): string {
   return h.digest('hex').slice(0, 16);
 }
 
-/** Every file under the directories the Dockerfiles copy, for the image's content key. */
-function sourceFiles(): string[] {
+/** Every file under the directories one image's Dockerfile copies, for its content key. */
+function sourceFiles(component: 'collector' | 'executor'): string[] {
   const roots = [
     'proto',
     'shared',
-    'cli',
-    'collector',
-    'executor',
-    'demo-gateway',
-    'scripts/image-deps.mjs',
+    component,
+    'scripts/bundle.ts',
+    'scripts/image-rootfs.sh',
+    'scripts/image-sbom.mjs',
   ];
-  const files: string[] = [
-    'package.json',
-    'package-lock.json',
-    'tsconfig.json',
-    'tsconfig.build.json',
-  ];
+  const files: string[] = ['package.json', 'package-lock.json', 'tsconfig.json'];
   const walk = (path: string) => {
     if (statSync(path).isDirectory()) {
       for (const entry of readdirSync(path)) walk(join(path, entry));
@@ -117,13 +113,14 @@ function missingTools(): string[] {
 }
 
 /** A private dockerd on a socket of its own; stopped by the returned function. */
-async function startDocker(
+export async function startDocker(
   dataRoot: string,
 ): Promise<{ env: NodeJS.ProcessEnv; stop: () => Promise<void> }> {
   const runDir = await mkdtemp(join(tmpdir(), 'kubexa-dockerd-'));
   const socket = join(runDir, 'docker.sock');
   mkdirSync(dataRoot, { recursive: true });
   const log = join(runDir, 'dockerd.log');
+  const logFd = openSync(log, 'a');
   // One daemon per data root: a second run waits for the first (flock) instead of corrupting it.
   const child = spawn(
     'flock',
@@ -144,13 +141,11 @@ async function startDocker(
     ],
     {
       detached: true,
-      stdio: ['ignore', 'ignore', 'ignore'],
-      env: {
-        PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-        DOCKERD_LOG: log,
-      },
+      stdio: ['ignore', logFd, logFd],
+      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
     },
   );
+  closeSync(logFd);
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DOCKER_HOST: `unix://${socket}`,
@@ -182,9 +177,10 @@ async function startDocker(
       return { env, stop };
     } catch (err: unknown) {
       if (child.exitCode !== null || Date.now() > deadline) {
+        const tail = readFileSync(log, 'utf8').trimEnd().split('\n').slice(-15).join('\n');
         await stop();
         throw new Error(
-          `dockerd did not come up (is docker.io installed, overlay2 usable?): ${String(err)}`,
+          `dockerd did not come up (is docker.io installed, overlay2 usable, another dockerd on ${dataRoot}?): ${String(err)}\ndockerd's log:\n${tail}`,
           { cause: err },
         );
       }
@@ -282,13 +278,10 @@ export async function buildAgentImages(
   );
   const baseName = `kubexa.test/node-base:${baseKey}`;
   const baseTar = join(root, `base-${baseKey}.tar`);
-  const sourceKey = hash(
-    ...sourceFiles().map((file) => `${file}\n${readFileSync(join(repo, file), 'utf8')}`),
-  );
-  const images = ['collector', 'executor'].map((component) => {
+  const images = (['collector', 'executor'] as const).map((component) => {
     const key = hash(
       baseKey,
-      sourceKey,
+      ...sourceFiles(component).map((file) => `${file}\n${readFileSync(join(repo, file), 'utf8')}`),
       readFileSync(join(repo, `Dockerfile.${component}`), 'utf8'),
     );
     return {
@@ -319,13 +312,21 @@ export async function buildAgentImages(
         }
         timings['base'] = Date.now() - started;
       }
-      await execFileAsync(
-        'docker',
-        ['import', '--change', 'ENV PATH=/usr/local/bin:/usr/bin:/bin', baseTar, baseName],
-        {
-          env: docker.env,
-        },
+      // Imported once per daemon: `docker import` makes a new image ID every time, and a new base
+      // ID would miss every cached layer built on the old one (npm ci, the SQLite compile).
+      const baseImported = await execFileAsync('docker', ['image', 'inspect', baseName], {
+        env: docker.env,
+      }).then(
+        () => true,
+        () => false,
       );
+      if (!baseImported) {
+        await execFileAsync(
+          'docker',
+          ['import', '--change', 'ENV PATH=/usr/local/bin:/usr/bin:/bin', baseTar, baseName],
+          { env: docker.env },
+        );
+      }
       const revision = execFileSync('git', ['rev-parse', 'HEAD'], {
         cwd: repo,
         encoding: 'utf8',
@@ -412,4 +413,29 @@ export async function buildAgentImages(
     };
   };
   return { base: baseName, collector: built(0), executor: built(1), timings };
+}
+
+/** Imports both images into the real node's containerd (the namespace the kubelet uses). */
+export function importIntoNode(
+  images: BuiltImages,
+  binDir: string,
+  containerdSocket: string,
+): void {
+  for (const image of [images.collector, images.executor]) {
+    execFileSync(join(binDir, 'ctr'), [
+      '--address',
+      containerdSocket,
+      '--namespace',
+      'k8s.io',
+      'images',
+      'import',
+      '--local',
+      image.archive,
+    ]);
+  }
+}
+
+/** The docker data root the images are built in (tests that `docker run` them reuse it). */
+export function dockerDataRoot(): string {
+  return join(cacheRoot(), 'docker');
 }

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { missingNodePrerequisites } from '../cluster/node.js';
 import { startCluster } from '../cluster/cluster.js';
 import { inject } from 'vitest';
+import { buildAgentImages } from './images.js';
 
 describe('real node prerequisites', () => {
   it('are all present on this machine with the built binaries', () => {
@@ -41,6 +42,22 @@ describe('real node prerequisites', () => {
         }),
       ).rejects.toThrow(
         /the real node cannot start on this machine; missing:\n[\s\S]* {2}- runc \(apt-get install runc\)/,
+      );
+    } finally {
+      process.env['PATH'] = path;
+    }
+  });
+
+  it('fail the image build with each missing tool and the package that provides it', async () => {
+    const path = process.env['PATH'];
+    process.env['PATH'] = '/nonexistent';
+    try {
+      await expect(buildAgentImages()).rejects.toThrow(
+        'cannot build the images on this machine; missing:\n' +
+          '  - dockerd (apt-get install docker.io)\n' +
+          '  - docker (apt-get install docker.io)\n' +
+          '  - debootstrap (apt-get install debootstrap)\n' +
+          '  - npm (apt-get install npm)',
       );
     } finally {
       process.env['PATH'] = path;
