@@ -36,6 +36,7 @@ import { applyIngestRules } from './sources/pod-logs/ingest-rules.js';
 import { kubePodLogAccess } from './sources/pod-logs/kube-access.js';
 import { createPodLogSource, type PodLogSource } from './sources/pod-logs/pod-log-source.js';
 import type { Source } from './sources/source.js';
+import { wireMetricsSource } from './sources/metrics/wiring.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
 export const GATEWAY_READY_GRACE_MS = 30_000;
@@ -187,6 +188,16 @@ export function createCollector(
     );
     sources.push(podLogs);
   }
+  const metricsSource = collect.metrics.enabled
+    ? wireMetricsSource(collect.metrics, identity, {
+        logger,
+        clock,
+        kube: deps.kube,
+        sink: buffer,
+        registry: metrics.registry,
+      })
+    : undefined;
+  if (metricsSource !== undefined) sources.push(metricsSource);
   reportUnimplementedCollectors(collect, logger);
 
   const stream = new GatewayStream(
@@ -207,7 +218,10 @@ export function createCollector(
         agentVersion: AGENT_VERSION,
         clusterId: identity.clusterId,
         agentId: identity.agentId,
-        capabilities: advertisedCapabilities({ logs: podLogs !== undefined }),
+        capabilities: advertisedCapabilities({
+          logs: podLogs !== undefined,
+          metrics: metricsSource !== undefined,
+        }),
       },
       ...deps.streamTuning,
     },
@@ -275,13 +289,14 @@ export function createCollector(
  */
 export function advertisedCapabilities(running: {
   readonly logs: boolean;
+  readonly metrics?: boolean;
 }): AgentIdentity['capabilities'] {
-  return { logs: running.logs, state: false, metrics: false };
+  return { logs: running.logs, state: false, metrics: running.metrics === true };
 }
 
 /** Says once, at start, which enabled collectors this version does not have yet. */
 function reportUnimplementedCollectors(collect: Config['collect'], logger: Logger): void {
-  const missing = (['state', 'metrics'] as const).filter((kind) => collect[kind].enabled);
+  const missing = (['state'] as const).filter((kind) => collect[kind].enabled);
   if (missing.length === 0) return;
   logger.info(
     { collectors: missing.map((kind) => `collect.${kind}`) },
