@@ -7,9 +7,32 @@ import type { Clock } from '../../../shared/clock.js';
 import type { Config } from '../../../shared/config/schema.js';
 import type { Sink } from '../source.js';
 import type { MessageIdentity } from './encode.js';
+import { compileFilter } from './family-json.js';
 import { kubeMetricsApi } from './metrics-api.js';
+import { kubePodLister, PodDiscovery, prometheusUrl } from './pod-discovery.js';
+import { PrometheusTargets, type PromTarget } from './prometheus-targets.js';
 import { createMetricsSource, type MetricsPart, type MetricsSource } from './metrics-source.js';
 import { registerScrapeMetrics } from './self-metrics.js';
+
+const DEFAULT_CUSTOM_INTERVAL_MS = 30_000;
+const DEFAULT_CUSTOM_TIMEOUT_MS = 10_000;
+
+type CustomEndpoint = Config['collect']['metrics']['custom_endpoints'][number];
+
+function customTarget(endpoint: CustomEndpoint, index: number): PromTarget {
+  const interval = endpoint.interval ?? 0;
+  return {
+    name: endpoint.name.trim() !== '' ? endpoint.name : `endpoint-${String(index)}`,
+    url: endpoint.url,
+    intervalMs: interval > 0 ? interval : DEFAULT_CUSTOM_INTERVAL_MS,
+    timeoutMs: endpoint.timeout ?? DEFAULT_CUSTOM_TIMEOUT_MS,
+    maxBodyBytes: endpoint.max_body_bytes,
+    caFile: endpoint.ca_file,
+    bearerTokenFile: endpoint.bearer_token_file,
+    extraLabels: endpoint.extra_labels,
+    filter: compileFilter(endpoint.allow_metrics, endpoint.deny_metrics),
+  };
+}
 
 export interface MetricsWiringDeps {
   readonly logger: Logger;
@@ -26,6 +49,48 @@ export function wireMetricsSource(
 ): MetricsSource {
   const recorder = registerScrapeMetrics(deps.registry);
   const parts: MetricsPart[] = [];
+  const common = { sink: deps.sink, logger: deps.logger, clock: deps.clock, recorder, identity };
+  if (metrics.custom_endpoints.length > 0) {
+    parts.push(new PrometheusTargets(metrics.custom_endpoints.map(customTarget), common));
+  }
+  const discovery = metrics.annotation_discovery;
+  if (discovery.enabled) {
+    const discovered = new PrometheusTargets([], common);
+    const filter = compileFilter(discovery.allow_metrics, discovery.deny_metrics);
+    parts.push(
+      discovered,
+      new PodDiscovery(
+        {
+          what: 'prometheus',
+          namespace: discovery.namespace,
+          labelSelector: discovery.label_selector,
+          podNames: discovery.pod_names,
+          refreshMs: discovery.refresh,
+          targetsOf: (pod) => {
+            const url = prometheusUrl(pod);
+            if (url === undefined) return [];
+            return [
+              {
+                name: `pod/${pod.namespace}/${pod.name}`,
+                url,
+                intervalMs: discovery.interval,
+                timeoutMs: discovery.timeout,
+                maxBodyBytes: discovery.max_body_bytes,
+                caFile: '',
+                bearerTokenFile: '',
+                extraLabels: { namespace: pod.namespace, pod: pod.name },
+                filter,
+              },
+            ];
+          },
+          apply: (targets) => {
+            discovered.setTargets(targets);
+          },
+        },
+        { lister: kubePodLister(deps.kube), clock: deps.clock, logger: deps.logger },
+      ),
+    );
+  }
   const source = createMetricsSource(
     {
       identity,
