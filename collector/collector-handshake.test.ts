@@ -111,15 +111,15 @@ async function advertised(collect: string[]): Promise<{
 }
 
 describe('handshake capabilities', () => {
-  it('advertises logs only while the log collector runs, never state or metrics it lacks', async () => {
-    // State and metrics are enabled by default, but this version has no such collector.
+  it('advertises logs and metrics only while their collectors run, never state it lacks', async () => {
+    // State is enabled by default, but this version has no such collector.
     const on = await advertised([]);
     // Live query and the catalog are always on: a refusal is an answer too.
     expect(on.caps).toEqual(
-      AgentCapabilities.fromPartial({ logs: true, query: true, catalog: true }),
+      AgentCapabilities.fromPartial({ logs: true, metrics: true, query: true, catalog: true }),
     );
     const said = on.logs.lines.find((l) => l.msg.startsWith('collectors enabled in the config'));
-    expect(said?.['collectors']).toEqual(['collect.state', 'collect.metrics']);
+    expect(said?.['collectors']).toEqual(['collect.state']);
 
     const off = await advertised([
       'collect:',

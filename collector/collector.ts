@@ -39,6 +39,7 @@ import { createLiveQuery } from './query/query-service.js';
 import { createCapabilityCatalog } from './catalog/capability-catalog.js';
 import { createExecutorClient } from './executor-client/executor-client.js';
 import type { Source } from './sources/source.js';
+import { wireMetricsSource } from './sources/metrics/wiring.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
 export const GATEWAY_READY_GRACE_MS = 30_000;
@@ -194,6 +195,16 @@ export function createCollector(
     );
     sources.push(podLogs);
   }
+  const metricsSource = collect.metrics.enabled
+    ? wireMetricsSource(collect.metrics, identity, {
+        logger,
+        clock,
+        kube: deps.kube,
+        sink: buffer,
+        registry: metrics.registry,
+      })
+    : undefined;
+  if (metricsSource !== undefined) sources.push(metricsSource);
   reportUnimplementedCollectors(collect, logger);
   // Live queries: answered beside the stream, never in its way (session.ts runs each on its own).
   const liveQuery = createLiveQuery(config.query, {
@@ -240,7 +251,10 @@ export function createCollector(
         clusterId: identity.clusterId,
         agentId: identity.agentId,
         capabilities: {
-          ...advertisedCapabilities({ logs: podLogs !== undefined }),
+          ...advertisedCapabilities({
+            logs: podLogs !== undefined,
+            metrics: metricsSource !== undefined,
+          }),
           query: true,
           catalog: true,
         },
@@ -329,13 +343,14 @@ export function createCollector(
  */
 export function advertisedCapabilities(running: {
   readonly logs: boolean;
+  readonly metrics?: boolean;
 }): AgentIdentity['capabilities'] {
-  return { logs: running.logs, state: false, metrics: false };
+  return { logs: running.logs, state: false, metrics: running.metrics === true };
 }
 
 /** Says once, at start, which enabled collectors this version does not have yet. */
 function reportUnimplementedCollectors(collect: Config['collect'], logger: Logger): void {
-  const missing = (['state', 'metrics'] as const).filter((kind) => collect[kind].enabled);
+  const missing = (['state'] as const).filter((kind) => collect[kind].enabled);
   if (missing.length === 0) return;
   logger.info(
     { collectors: missing.map((kind) => `collect.${kind}`) },

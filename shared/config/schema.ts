@@ -198,6 +198,31 @@ const StateSection = z.object({
   rules: z.array(StateRule).default([]),
 });
 
+/** The Go agent's body cap for a Prometheus page. */
+const DEFAULT_SCRAPE_BODY_BYTES = 32 * MIB;
+
+/** Regular expressions, each refused by name when it does not compile. */
+function regexList() {
+  return z
+    .array(
+      z.string().refine(
+        (pattern) => {
+          try {
+            new RegExp(pattern, 'u');
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        {
+          error: (issue) =>
+            `"${String(issue.input)}" is not a regular expression (JavaScript syntax, matched against the whole family name)`,
+        },
+      ),
+    )
+    .default([]);
+}
+
 const MetricsRule = z.object({
   id: text(),
   namespace: nameText(NAMESPACE),
@@ -230,6 +255,68 @@ const CustomEndpoint = z.object({
   ).prefault(''),
   interval: durationField().optional(),
   extra_labels: labelMap(),
+  /** Unset: 10s. */
+  timeout: durationField({ positive: true }).optional(),
+  max_body_bytes: byteSize(DEFAULT_SCRAPE_BODY_BYTES, 1024),
+  /** PEM bundle for https targets; empty: the system's roots. */
+  ca_file: text(),
+  /** Re-read at every scrape, so a rotated token is used without a restart. */
+  bearer_token_file: text(),
+  /** Regular expressions over family names, matched whole; deny first, then allow. */
+  allow_metrics: regexList(),
+  deny_metrics: regexList(),
+});
+
+/** Pods whose prometheus.io/* annotations ask to be scraped, at their pod IP. */
+const AnnotationDiscovery = z.object({
+  enabled: flag(false),
+  namespace: nameText(NAMESPACE),
+  label_selector: text(),
+  pod_names: globList(POD),
+  interval: duration('30s', { positive: true }),
+  timeout: duration('10s', { positive: true }),
+  max_body_bytes: byteSize(DEFAULT_SCRAPE_BODY_BYTES, 1024),
+  /** How often the pod list is read again to find new and gone pods. */
+  refresh: duration('30s', { positive: true }),
+  allow_metrics: regexList(),
+  deny_metrics: regexList(),
+});
+
+const PROFILE_TYPES = ['cpu', 'heap', 'goroutine'] as const;
+
+/** A pprof endpoint named in the config (annotated pods are found by discovery instead). */
+const ProfileTarget = z.object({
+  name: text(),
+  /** The base of net/http/pprof, e.g. http://10.0.0.7:6060/debug/pprof */
+  url: markField(
+    z
+      .string()
+      .regex(new RegExp(SCRAPE_URL_PATTERN), { error: 'must be an http:// or https:// URL' })
+      .refine((url) => URL.canParse(url), { error: 'must be an http:// or https:// URL' }),
+    'credential-url',
+  ).prefault(''),
+  namespace: text(),
+  pod: text(),
+  container: text(),
+  workload: text(),
+});
+
+const ProfilesSection = z.object({
+  enabled: flag(false),
+  interval: duration('60s', { positive: true }),
+  /** The CPU profile's length (pprof's ?seconds=). */
+  cpu_duration: duration('10s', { positive: true }),
+  /** For one profile request, on top of cpu_duration for CPU profiles. */
+  timeout: duration('10s', { positive: true }),
+  types: z.array(z.enum(PROFILE_TYPES)).default([...PROFILE_TYPES]),
+  /** Profiles taken at once across all targets (one per target at a time, always). */
+  max_concurrent: integer(2, { min: 1, max: 16 }),
+  max_profile_bytes: byteSize(8 * MIB, 1024),
+  targets: z.array(ProfileTarget).default([]),
+  /** Also profile pods annotated kubexa.io/pprof-port (and -path, -container), at their pod IP. */
+  annotation_discovery: flag(false),
+  namespace: nameText(NAMESPACE),
+  label_selector: text(),
 });
 
 const MetricsSection = z
@@ -243,6 +330,8 @@ const MetricsSection = z
     kube_metrics: flag(false),
     rules: z.array(MetricsRule).default([]),
     custom_endpoints: z.array(CustomEndpoint).default([]),
+    annotation_discovery: AnnotationDiscovery.prefault({}),
+    profiles: ProfilesSection.prefault({}),
   })
   .superRefine(
     (metrics, ctx) => {
