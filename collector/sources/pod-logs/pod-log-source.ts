@@ -32,7 +32,7 @@ import type { LogRequest, PodLogKubeAccess } from './kube-access.js';
 import { LineSplitter } from './line-splitter.js';
 import { encodeLogMessage } from './log-entry-encoder.js';
 import { lineTimeToSinceTime } from './line-time.js';
-import { errorCode, runPodReflector } from './pod-reflector.js';
+import { errorCode, runReflector as runPodReflector } from '../../watch/reflector.js';
 import {
   misreadByStatus,
   misreadRecoveryFrom,
