@@ -111,12 +111,12 @@ async function advertised(collect: string[]): Promise<{
 }
 
 describe('handshake capabilities', () => {
-  it('advertises logs only while the log collector runs, never state or metrics it lacks', async () => {
-    // State and metrics are enabled by default, but this version has no such collector.
+  it('advertises logs and state while their collectors run, never metrics it lacks', async () => {
+    // Metrics is enabled by default, but this version has no such collector.
     const on = await advertised([]);
-    expect(on.caps).toEqual({ logs: true, state: false, metrics: false });
+    expect(on.caps).toEqual({ logs: true, state: true, metrics: false });
     const said = on.logs.lines.find((l) => l.msg.startsWith('collectors enabled in the config'));
-    expect(said?.['collectors']).toEqual(['collect.state', 'collect.metrics']);
+    expect(said?.['collectors']).toEqual(['collect.metrics']);
 
     const off = await advertised([
       'collect:',

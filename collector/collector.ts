@@ -36,6 +36,10 @@ import { applyIngestRules } from './sources/pod-logs/ingest-rules.js';
 import { kubePodLogAccess } from './sources/pod-logs/kube-access.js';
 import { createPodLogSource, type PodLogSource } from './sources/pod-logs/pod-log-source.js';
 import type { Source } from './sources/source.js';
+import { createStateSource, type StateSource } from './sources/state/state-source.js';
+import { registerStateMetrics } from './sources/state/state-metrics.js';
+import { demandRefs } from './sources/state/demand.js';
+import { KubeHttp } from './watch/kube-http.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
 export const GATEWAY_READY_GRACE_MS = 30_000;
@@ -67,6 +71,8 @@ export interface CollectorDeps {
    * The stream's liveness timers (keepalive pings, stall timeout), for tests that need a dead
    * gateway found in seconds. Not config keys: the defaults suit every gateway we know.
    */
+  /** How often the state source asks discovery again (CRDs that came or went); tests shorten it. */
+  readonly stateDiscoveryIntervalMs?: number;
   readonly streamTuning?: Pick<
     GatewayStreamOptions,
     'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
@@ -187,6 +193,23 @@ export function createCollector(
     );
     sources.push(podLogs);
   }
+  // Cluster state (collect.state) on the shared watch layer.
+  let state: StateSource | undefined;
+  const stateCounters = registerStateMetrics(metrics.registry, () => state);
+  if (collect.state.enabled) {
+    state = createStateSource(
+      {
+        state: collect.state,
+        identity,
+        secretsMetadataOnly: config.security.profile === 'strict',
+        ...(deps.stateDiscoveryIntervalMs === undefined
+          ? {}
+          : { discoveryIntervalMs: deps.stateDiscoveryIntervalMs }),
+      },
+      { logger, clock, sink: buffer, http: new KubeHttp(deps.kube), counters: stateCounters },
+    );
+    sources.push(state);
+  }
   reportUnimplementedCollectors(collect, logger);
 
   const stream = new GatewayStream(
@@ -207,7 +230,10 @@ export function createCollector(
         agentVersion: AGENT_VERSION,
         clusterId: identity.clusterId,
         agentId: identity.agentId,
-        capabilities: advertisedCapabilities({ logs: podLogs !== undefined }),
+        capabilities: advertisedCapabilities({
+          logs: podLogs !== undefined,
+          state: state !== undefined,
+        }),
       },
       ...deps.streamTuning,
     },
@@ -220,6 +246,9 @@ export function createCollector(
       quarantinedItems: () => buffer.stats().quarantined,
       // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
       onConfigUpdate: (update) => {
+        // Demand watchers: only an update that carries watchers reconciles them.
+        const demand = demandRefs(update);
+        if (state !== undefined && demand !== undefined) state.reconcileDemand(demand);
         if (podLogs === undefined || update.config?.ingestRules === undefined) return;
         ingestLimits = applyIngestRules(ingestLimits, update.config.ingestRules);
         podLogs.setIngestLimits(ingestLimits);
@@ -243,7 +272,8 @@ export function createCollector(
     ...sources.map((source) => ({
       name: `source:${source.name}`,
       check: (): ComponentHealth =>
-        source.up() ? { state: 'ok' } : { state: 'unhealthy', reason: 'not up' },
+        source.health?.() ??
+        (source.up() ? { state: 'ok' } : { state: 'unhealthy', reason: 'not up' }),
     })),
   ];
   const health = createHealthServer(
@@ -275,13 +305,14 @@ export function createCollector(
  */
 export function advertisedCapabilities(running: {
   readonly logs: boolean;
+  readonly state?: boolean;
 }): AgentIdentity['capabilities'] {
-  return { logs: running.logs, state: false, metrics: false };
+  return { logs: running.logs, state: running.state === true, metrics: false };
 }
 
 /** Says once, at start, which enabled collectors this version does not have yet. */
 function reportUnimplementedCollectors(collect: Config['collect'], logger: Logger): void {
-  const missing = (['state', 'metrics'] as const).filter((kind) => collect[kind].enabled);
+  const missing = (['metrics'] as const).filter((kind) => collect[kind].enabled);
   if (missing.length === 0) return;
   logger.info(
     { collectors: missing.map((kind) => `collect.${kind}`) },
