@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
 import type { ListWatch } from './list-watch.js';
-import { runReflector, type RestartCause } from './reflector.js';
+import { errorCode, runReflector, type RestartCause } from './reflector.js';
 
 /** What the cache needs of every stored object. */
 export interface Cached {
@@ -49,6 +49,7 @@ export class Informer<T extends Cached> {
   readonly #cache = new Map<string, T>();
   #synced = false;
   #forbidden: { verb: 'list' | 'watch'; message: string } | undefined;
+  #failure: { code: number | undefined; verb: 'list' | 'watch'; message: string } | undefined;
 
   constructor(api: ListWatch<T>, options: InformerOptions<T>) {
     this.#api = api;
@@ -67,6 +68,11 @@ export class Informer<T extends Cached> {
   /** The refused verb while the API server denies us, else undefined. */
   forbidden(): { verb: 'list' | 'watch'; message: string } | undefined {
     return this.#forbidden;
+  }
+
+  /** The last failure since the last successful list (retried with backoff meanwhile). */
+  failure(): { code: number | undefined; verb: 'list' | 'watch'; message: string } | undefined {
+    return this.#failure;
   }
 
   get size(): number {
@@ -102,6 +108,13 @@ export class Informer<T extends Cached> {
             this.#options.onForbidden?.(err, verb);
           },
           restarted: (cause) => this.#options.onRestart?.(cause),
+          failed: (err, verb) => {
+            this.#failure = {
+              code: errorCode(err),
+              verb,
+              message: err instanceof Error ? err.message : String(err),
+            };
+          },
         },
         {
           clock: this.#options.clock,
@@ -139,6 +152,7 @@ export class Informer<T extends Cached> {
     }
     this.#synced = true;
     this.#forbidden = undefined;
+    this.#failure = undefined;
     this.#options.onSynced?.();
   }
 

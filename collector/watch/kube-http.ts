@@ -20,9 +20,11 @@ export class KubeRequestError extends Error {
 
 /** Full objects, JSON. */
 export const ACCEPT_JSON = 'application/json';
-/** Metadata only: the API server sends PartialObjectMetadata(List), never `data`. */
-export const ACCEPT_METADATA =
-  'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io';
+/** Metadata only, for a list: PartialObjectMetadataList, never an object's body. */
+export const ACCEPT_METADATA_LIST =
+  'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io';
+/** Metadata only, for a watch: each event's object is a PartialObjectMetadata. */
+export const ACCEPT_METADATA = 'application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io';
 
 const MAX_ERROR_BODY_BYTES = 16 * 1024;
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; watch)`;

@@ -5,6 +5,7 @@
 import {
   ACCEPT_JSON,
   ACCEPT_METADATA,
+  ACCEPT_METADATA_LIST,
   KubeRequestError,
   parseJson,
   type KubeHttp,
@@ -72,7 +73,9 @@ export function kubeListWatch<T>(
   options: KubeListWatchOptions = {},
 ): ListWatch<T> {
   const path = resourcePath(target);
-  const accept = target.metadataOnly === true ? ACCEPT_METADATA : ACCEPT_JSON;
+  const metadataOnly = target.metadataOnly === true;
+  const listAccept = metadataOnly ? ACCEPT_METADATA_LIST : ACCEPT_JSON;
+  const watchAccept = metadataOnly ? ACCEPT_METADATA : ACCEPT_JSON;
   const selectors = {
     labelSelector: nonEmpty(target.labelSelector),
     fieldSelector: nonEmpty(target.fieldSelector),
@@ -83,7 +86,7 @@ export function kubeListWatch<T>(
       const body = (await http.getJson(
         {
           path,
-          accept,
+          accept: listAccept,
           query: {
             ...selectors,
             limit: page?.limit === undefined ? undefined : String(page.limit),
@@ -124,7 +127,7 @@ export function kubeListWatch<T>(
         await http.stream(
           {
             path,
-            accept,
+            accept: watchAccept,
             query: {
               ...selectors,
               watch: '1',

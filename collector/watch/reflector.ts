@@ -19,6 +19,8 @@ export interface ReflectorHandlers<T> {
   forbidden(err: unknown, verb: 'list' | 'watch'): void;
   /** Each restart of the watch and why (the watch_restarts metric). */
   restarted?(cause: RestartCause): void;
+  /** Any other failure (it is retried with backoff): e.g. a 400 for a malformed selector. */
+  failed?(err: unknown, verb: 'list' | 'watch'): void;
 }
 
 /** Why a watch was started again. */
@@ -204,7 +206,10 @@ async function backOff<T>(
   const { state } = ctx;
   const denied = isDenied(code);
   if (denied && !state.wasForbidden) ctx.handlers.forbidden(err, verb);
-  if (!denied) ctx.logger.warn({ err, verb, backoffMs: state.backoff }, 'watch failed');
+  if (!denied) {
+    ctx.handlers.failed?.(err, verb);
+    ctx.logger.warn({ err, verb, backoffMs: state.backoff }, 'watch failed');
+  }
   state.wasForbidden = denied;
   // Denied: relist only after the longest backoff, never in a loop.
   if (denied) state.backoff = MAX_BACKOFF_MS;

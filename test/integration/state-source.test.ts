@@ -16,7 +16,13 @@ import {
   CustomObjectsApi,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ResourceKind } from '../../proto/index.js';
+import { pino } from 'pino';
+import { createStateSource } from '../../collector/sources/state/state-source.js';
+import { KubeHttp } from '../../collector/watch/kube-http.js';
+import { kubeListWatch, type KubeObject } from '../../collector/watch/kube-list-watch.js';
+import { AgentMessage, ResourceKind } from '../../proto/index.js';
+import { systemClock } from '../../shared/clock.js';
+import { loadConfig } from '../../shared/config/load-config.js';
 import {
   createTestNamespace,
   eventually,
@@ -24,6 +30,7 @@ import {
   type TestNamespace,
 } from '../helpers/kube.js';
 import {
+  decodeState,
   startStateCollector,
   type RunningStateCollector,
   type SeenState,
@@ -385,5 +392,173 @@ describe('state source against the real API server', () => {
     await arrives(running.states, 'configmaps', 'marker', 'ADDED');
     const after = running.states.slice(before);
     expect(after.filter((s) => s.resource === 'serviceaccounts')).toEqual([]);
+  }, 120_000);
+});
+
+describe('state source: bad input and security.profile strict', () => {
+  it('a malformed selector and an unknown resource are reported unavailable; the other watches run on', async () => {
+    await using running = await startStateCollector(kubeconfigPath, [
+      'collect:',
+      '  logs: { enabled: false }',
+      '  events: { enabled: false }',
+      '  state:',
+      '    rules:',
+      `      - id: broken-selector`,
+      `        namespace: ${ns.name}`,
+      '        resources: [services]',
+      '        label_selector: "app in (a"',
+      `      - id: no-such-crd`,
+      `        namespace: ${ns.name}`,
+      '        resources: [example.com/v1/widgets]',
+      `      - id: fine`,
+      `        namespace: ${ns.name}`,
+      '        resources: [configmaps]',
+    ]);
+    const readiness = await eventually(
+      'both bad watches reported',
+      async () => {
+        const health = await stateReadiness(running);
+        return health.reason?.includes('v1/services') === true &&
+          health.reason.includes('example.com/v1/widgets')
+          ? health
+          : undefined;
+      },
+      WAIT,
+    );
+    expect(readiness.reason).toMatch(
+      /unavailable: v1\/services \(namespace [^)]+\): the API server refused the list/,
+    );
+    expect(readiness.reason).toContain('unavailable: example.com/v1/widgets');
+    await core.createNamespacedConfigMap({
+      namespace: ns.name,
+      body: { metadata: { name: 'still-flowing' } },
+    });
+    await arrives(running.states, 'configmaps', 'still-flowing', 'ADDED');
+  }, 120_000);
+
+  it('config check names the key of a partial wildcard in a state rule', () => {
+    expect(() =>
+      loadConfig({
+        fileText: [
+          'gateway: { address: "gw:443" }',
+          'collect:',
+          '  state:',
+          '    rules:',
+          '      - resources: ["deploy*"]',
+          '',
+        ].join('\n'),
+        env: { KUBEXA_TENANT_TOKEN: 'token-for-test' },
+      }),
+    ).toThrow(/collect\.state\.rules\.0\.resources\.0|collect\.state\.rules\[0\]\.resources\[0\]/);
+  });
+
+  it('under strict, Secrets are read as metadata only: no value reaches the process, and the event is a bodiless Secret', async () => {
+    const value = 'canary-strict-4715';
+    await core.createNamespacedSecret({
+      namespace: ns.name,
+      body: {
+        metadata: { name: 'strict-one', labels: { strict: 'yes' } },
+        stringData: { token: value },
+      },
+    });
+    const encoded = Buffer.from(value).toString('base64');
+    // The watch layer: everything parsed off the wire, list and watch, as the transform sees it.
+    const http = new KubeHttp(kc);
+    const seenRaw: string[] = [];
+    const listWatch = kubeListWatch(
+      http,
+      {
+        group: '',
+        version: 'v1',
+        resource: 'secrets',
+        namespaced: true,
+        namespace: ns.name,
+        labelSelector: 'strict=yes',
+        metadataOnly: true,
+      },
+      (object: KubeObject) => {
+        seenRaw.push(JSON.stringify(object));
+        return object;
+      },
+    );
+    const stop = new AbortController();
+    try {
+      const page = await listWatch.list(stop.signal);
+      expect(page.items.map((o) => o.metadata?.name)).toEqual(['strict-one']);
+      const watching = listWatch.watch(page.resourceVersion, () => undefined, stop.signal);
+      await core.patchNamespacedSecret({
+        name: 'strict-one',
+        namespace: ns.name,
+        body: [{ op: 'add', path: '/stringData', value: { token: `${value}-2` } }],
+      });
+      await eventually(
+        'the watch event',
+        () => Promise.resolve(seenRaw.length >= 2 || undefined),
+        WAIT,
+      );
+      stop.abort();
+      await watching;
+    } finally {
+      stop.abort();
+      http.close();
+    }
+    expect(seenRaw.every((raw) => raw.includes('"kind":"PartialObjectMetadata'))).toBe(true);
+    for (const raw of seenRaw) {
+      expect(raw).not.toContain(encoded);
+      expect(raw).not.toContain(Buffer.from(`${value}-2`).toString('base64'));
+      expect(raw).not.toContain('"data"');
+    }
+
+    // The state source with the strict profile's setting: the StateEvent names a Secret, bodiless.
+    const sunk: AgentMessage[] = [];
+    const sourceHttp = new KubeHttp(kc);
+    const source = createStateSource(
+      {
+        state: {
+          enabled: true,
+          resync_period: 0,
+          redact_secrets: true,
+          rules: [
+            {
+              id: 's',
+              namespace: ns.name,
+              resources: ['secrets'],
+              label_selector: 'strict=yes',
+              field_selector: '',
+            },
+          ],
+        },
+        identity: { clusterId: 'c', agentId: 'a' },
+        secretsMetadataOnly: true,
+      },
+      {
+        logger: pino({ level: 'silent' }),
+        clock: systemClock,
+        sink: { enqueue: (item) => sunk.push(AgentMessage.decode(item.payload)) },
+        http: sourceHttp,
+      },
+    );
+    await source.start(new AbortController().signal);
+    try {
+      await eventually('synced', () => Promise.resolve(source.up() || undefined), WAIT);
+      await core.patchNamespacedSecret({
+        name: 'strict-one',
+        namespace: ns.name,
+        body: [{ op: 'add', path: '/metadata/labels/touched', value: 'yes' }],
+      });
+      const event = await eventually(
+        'the Secret change',
+        () => Promise.resolve(sunk.map(decodeState).find((s) => s?.name === 'strict-one')),
+        WAIT,
+      );
+      expect(event.type).toBe('MODIFIED');
+      expect(event.object['kind']).toBe('Secret');
+      expect(event.object['apiVersion']).toBe('v1');
+      expect(event.object['data']).toBeUndefined();
+      expect(event.labels).toMatchObject({ touched: 'yes' });
+    } finally {
+      await source.close();
+      sourceHttp.close();
+    }
   }, 120_000);
 });

@@ -313,6 +313,16 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
           reason: `missing verb ${forbidden.verb}`,
         };
       }
+      const failure = watch.informer.failure();
+      if (!watch.informer.synced() && failure?.code === 400) {
+        // Refused as asked (a malformed selector): no retry will sync it, and the rest run on.
+        return {
+          ...base,
+          state: 'unavailable',
+          objects: 0,
+          reason: `the API server refused the ${failure.verb}: ${failure.message}`,
+        };
+      }
       return {
         ...base,
         state: watch.informer.synced() ? 'synced' : 'syncing',
