@@ -111,10 +111,16 @@ async function advertised(collect: string[]): Promise<{
 }
 
 describe('handshake capabilities', () => {
-  it('advertises logs and state while their collectors run, never metrics it lacks', async () => {
+  it('advertises logs, state and events while their collectors run, never metrics it lacks', async () => {
     // Metrics is enabled by default, but this version has no such collector.
     const on = await advertised([]);
-    expect(on.caps).toEqual({ logs: true, state: true, metrics: false });
+    expect(on.caps).toEqual({
+      logs: true,
+      state: true,
+      metrics: false,
+      podLifecycleEvents: true,
+      kubeEvents: true,
+    });
     const said = on.logs.lines.find((l) => l.msg.startsWith('collectors enabled in the config'));
     expect(said?.['collectors']).toEqual(['collect.metrics']);
 
@@ -123,8 +129,15 @@ describe('handshake capabilities', () => {
       '  logs: { enabled: false }',
       '  state: { enabled: false }',
       '  metrics: { enabled: false }',
+      '  events: { enabled: true, pod_lifecycle: true, kubernetes_events: false }',
     ]);
-    expect(off.caps).toEqual({ logs: false, state: false, metrics: false });
+    expect(off.caps).toEqual({
+      logs: false,
+      state: false,
+      metrics: false,
+      podLifecycleEvents: true,
+      kubeEvents: false,
+    });
     expect(off.logs.lines.some((l) => l.msg.startsWith('collectors enabled in the config'))).toBe(
       false,
     );

@@ -39,6 +39,12 @@ import type { Source } from './sources/source.js';
 import { createStateSource, type StateSource } from './sources/state/state-source.js';
 import { registerStateMetrics } from './sources/state/state-metrics.js';
 import { demandRefs } from './sources/state/demand.js';
+import {
+  createEventsSource,
+  OPT_IN_EVENTS,
+  OPT_IN_LIFECYCLE,
+  type EventsSource,
+} from './sources/events/events-source.js';
 import { KubeHttp } from './watch/kube-http.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
@@ -210,6 +216,18 @@ export function createCollector(
     );
     sources.push(state);
   }
+  // Kubernetes events and pod lifecycle events (collect.events), sent once the gateway opts in.
+  let events: EventsSource | undefined;
+  if (
+    collect.events.enabled &&
+    (collect.events.pod_lifecycle || collect.events.kubernetes_events)
+  ) {
+    events = createEventsSource(
+      { events: collect.events, identity },
+      { logger, clock, sink: buffer, http: new KubeHttp(deps.kube) },
+    );
+    sources.push(events);
+  }
   reportUnimplementedCollectors(collect, logger);
 
   const stream = new GatewayStream(
@@ -233,6 +251,8 @@ export function createCollector(
         capabilities: advertisedCapabilities({
           logs: podLogs !== undefined,
           state: state !== undefined,
+          podLifecycleEvents: events !== undefined && collect.events.pod_lifecycle,
+          kubeEvents: events !== undefined && collect.events.kubernetes_events,
         }),
       },
       ...deps.streamTuning,
@@ -249,6 +269,13 @@ export function createCollector(
         // Demand watchers: only an update that carries watchers reconciles them.
         const demand = demandRefs(update);
         if (state !== undefined && demand !== undefined) state.reconcileDemand(demand);
+        const watchers = update.config?.watchers ?? [];
+        if (events !== undefined && watchers.length > 0) {
+          events.setDelivery({
+            lifecycle: watchers.some((w) => w.id === OPT_IN_LIFECYCLE),
+            events: watchers.some((w) => w.id === OPT_IN_EVENTS),
+          });
+        }
         if (podLogs === undefined || update.config?.ingestRules === undefined) return;
         ingestLimits = applyIngestRules(ingestLimits, update.config.ingestRules);
         podLogs.setIngestLimits(ingestLimits);
@@ -306,8 +333,16 @@ export function createCollector(
 export function advertisedCapabilities(running: {
   readonly logs: boolean;
   readonly state?: boolean;
+  readonly podLifecycleEvents?: boolean;
+  readonly kubeEvents?: boolean;
 }): AgentIdentity['capabilities'] {
-  return { logs: running.logs, state: running.state === true, metrics: false };
+  return {
+    logs: running.logs,
+    state: running.state === true,
+    metrics: false,
+    podLifecycleEvents: running.podLifecycleEvents === true,
+    kubeEvents: running.kubeEvents === true,
+  };
 }
 
 /** Says once, at start, which enabled collectors this version does not have yet. */

@@ -55,3 +55,14 @@ export {
 } from './gen/agent/v1/metric.js';
 export { EventType, eventTypeToJSON, ResourceKind, StateEvent } from './gen/agent/v1/state.js';
 export { AgentMetadata } from './gen/common/v1/metadata.js';
+
+// Kubernetes events and pod lifecycle events (agent.v1 events.proto).
+export {
+  KubeEvent,
+  LifecycleSeverity,
+  ObjectReference,
+  PodLifecycleEvent,
+  PodLifecycleReason,
+  podLifecycleReasonToJSON,
+  WorkloadReference,
+} from './gen/agent/v1/events.js';

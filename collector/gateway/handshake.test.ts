@@ -33,7 +33,13 @@ describe('handshake', () => {
         protoVersion: 'v1',
         clusterId: 'cluster',
         tenantToken: 'secret',
-        caps: { logs: true, state: false, metrics: true },
+        caps: {
+          logs: true,
+          state: false,
+          metrics: true,
+          podLifecycleEvents: false,
+          kubeEvents: false,
+        },
         supportedProtoVersions: ['v1'],
       },
     });

@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { AgentMessage, ConfigSnapshot, HandshakeResponse } from '../../proto/index.js';
+import {
+  AgentCapabilities,
+  type AgentMessage,
+  type ConfigSnapshot,
+  type HandshakeResponse,
+} from '../../proto/index.js';
 import { GatewayFatalError } from './errors.js';
 
 /** Protocol versions this agent speaks, newest first. */
@@ -17,6 +22,8 @@ export interface AgentIdentity {
     readonly logs: boolean;
     readonly state: boolean;
     readonly metrics: boolean;
+    readonly podLifecycleEvents?: boolean;
+    readonly kubeEvents?: boolean;
   };
 }
 
@@ -30,7 +37,8 @@ export function buildHandshake(identity: AgentIdentity): AgentMessage {
         protoVersion: SUPPORTED_PROTO_VERSIONS[0] ?? 'v1',
         clusterId: identity.clusterId,
         tenantToken: identity.tenantToken,
-        caps: { ...identity.capabilities },
+        // fromPartial: a capability this process does not set is false.
+        caps: AgentCapabilities.fromPartial(identity.capabilities),
         supportedProtoVersions: [...SUPPORTED_PROTO_VERSIONS],
       },
     },

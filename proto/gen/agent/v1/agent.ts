@@ -19,6 +19,7 @@ import {
 } from "@grpc/grpc-js";
 import { AgentMetadata } from "../../common/v1/metadata.js";
 import { ResourceCatalog } from "./catalog.js";
+import { KubeEvent, PodLifecycleEvent } from "./events.js";
 import { LogBatch } from "./log.js";
 import { MetricBatch, MetricsEvent, PrometheusMetricsEvent } from "./metric.js";
 import { ResourceKind, resourceKindFromJSON, resourceKindToJSON, StateEvent } from "./state.js";
@@ -248,6 +249,10 @@ export interface AgentMessage {
     | { $case: "prometheusMetrics"; value: PrometheusMetricsEvent }
     | { $case: "catalog"; value: ResourceCatalog }
     | { $case: "resourceQueryResult"; value: ResourceQueryResult }
+    | //
+    /** Kubernetes events and pod lifecycle events (events.proto): only to a gateway that opted in. */
+    { $case: "kubeEvent"; value: KubeEvent }
+    | { $case: "podLifecycle"; value: PodLifecycleEvent }
     | undefined;
 }
 
@@ -272,6 +277,9 @@ export interface AgentCapabilities {
   logs: boolean;
   state: boolean;
   metrics: boolean;
+  /** Kubernetes events and pod lifecycle events (events.proto) can be produced. */
+  podLifecycleEvents: boolean;
+  kubeEvents: boolean;
 }
 
 /** Heartbeat is sent on the stream every heartbeat interval, never buffered. */
@@ -504,6 +512,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "resourceQueryResult":
         ResourceQueryResult.encode(message.payload.value, writer.uint32(90).fork()).join();
         break;
+      case "kubeEvent":
+        KubeEvent.encode(message.payload.value, writer.uint32(162).fork()).join();
+        break;
+      case "podLifecycle":
+        PodLifecycleEvent.encode(message.payload.value, writer.uint32(170).fork()).join();
+        break;
     }
     return writer;
   },
@@ -615,6 +629,22 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             };
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.payload = { $case: "kubeEvent", value: KubeEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.payload = { $case: "podLifecycle", value: PodLifecycleEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -659,6 +689,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resourceQueryResult) }
         : isSet(object.resource_query_result)
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resource_query_result) }
+        : isSet(object.kubeEvent)
+        ? { $case: "kubeEvent", value: KubeEvent.fromJSON(object.kubeEvent) }
+        : isSet(object.kube_event)
+        ? { $case: "kubeEvent", value: KubeEvent.fromJSON(object.kube_event) }
+        : isSet(object.podLifecycle)
+        ? { $case: "podLifecycle", value: PodLifecycleEvent.fromJSON(object.podLifecycle) }
+        : isSet(object.pod_lifecycle)
+        ? { $case: "podLifecycle", value: PodLifecycleEvent.fromJSON(object.pod_lifecycle) }
         : undefined,
     };
   },
@@ -689,6 +727,10 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.catalog = ResourceCatalog.toJSON(message.payload.value);
     } else if (message.payload?.$case === "resourceQueryResult") {
       obj.resourceQueryResult = ResourceQueryResult.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "kubeEvent") {
+      obj.kubeEvent = KubeEvent.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "podLifecycle") {
+      obj.podLifecycle = PodLifecycleEvent.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -760,6 +802,18 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             $case: "resourceQueryResult",
             value: ResourceQueryResult.fromPartial(object.payload.value),
           };
+        }
+        break;
+      }
+      case "kubeEvent": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "kubeEvent", value: KubeEvent.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "podLifecycle": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "podLifecycle", value: PodLifecycleEvent.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -947,7 +1001,7 @@ export const HandshakeRequest: MessageFns<HandshakeRequest> = {
 };
 
 function createBaseAgentCapabilities(): AgentCapabilities {
-  return { logs: false, state: false, metrics: false };
+  return { logs: false, state: false, metrics: false, podLifecycleEvents: false, kubeEvents: false };
 }
 
 export const AgentCapabilities: MessageFns<AgentCapabilities> = {
@@ -960,6 +1014,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.metrics !== false) {
       writer.uint32(24).bool(message.metrics);
+    }
+    if (message.podLifecycleEvents !== false) {
+      writer.uint32(64).bool(message.podLifecycleEvents);
+    }
+    if (message.kubeEvents !== false) {
+      writer.uint32(72).bool(message.kubeEvents);
     }
     return writer;
   },
@@ -1001,6 +1061,22 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.metrics = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.podLifecycleEvents = reader.bool();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.kubeEvents = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1018,6 +1094,16 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
       logs: isSet(object.logs) ? globalThis.Boolean(object.logs) : false,
       state: isSet(object.state) ? globalThis.Boolean(object.state) : false,
       metrics: isSet(object.metrics) ? globalThis.Boolean(object.metrics) : false,
+      podLifecycleEvents: isSet(object.podLifecycleEvents)
+        ? globalThis.Boolean(object.podLifecycleEvents)
+        : isSet(object.pod_lifecycle_events)
+        ? globalThis.Boolean(object.pod_lifecycle_events)
+        : false,
+      kubeEvents: isSet(object.kubeEvents)
+        ? globalThis.Boolean(object.kubeEvents)
+        : isSet(object.kube_events)
+        ? globalThis.Boolean(object.kube_events)
+        : false,
     };
   },
 
@@ -1032,6 +1118,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.metrics !== false) {
       obj.metrics = message.metrics;
     }
+    if (message.podLifecycleEvents !== false) {
+      obj.podLifecycleEvents = message.podLifecycleEvents;
+    }
+    if (message.kubeEvents !== false) {
+      obj.kubeEvents = message.kubeEvents;
+    }
     return obj;
   },
 
@@ -1043,6 +1135,8 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.logs = object.logs ?? false;
     message.state = object.state ?? false;
     message.metrics = object.metrics ?? false;
+    message.podLifecycleEvents = object.podLifecycleEvents ?? false;
+    message.kubeEvents = object.kubeEvents ?? false;
     return message;
   },
 };
