@@ -111,23 +111,31 @@ async function advertised(collect: string[]): Promise<{
 }
 
 describe('handshake capabilities', () => {
-  it('advertises logs and metrics only while their collectors run, never state it lacks', async () => {
-    // State is enabled by default, but this version has no such collector.
+  it('advertises each collector while it runs, and live query and the catalog always', async () => {
     const on = await advertised([]);
     // Live query and the catalog are always on: a refusal is an answer too.
     expect(on.caps).toEqual(
-      AgentCapabilities.fromPartial({ logs: true, metrics: true, query: true, catalog: true }),
+      AgentCapabilities.fromPartial({
+        logs: true,
+        state: true,
+        metrics: true,
+        podLifecycleEvents: true,
+        kubeEvents: true,
+        query: true,
+        catalog: true,
+      }),
     );
-    const said = on.logs.lines.find((l) => l.msg.startsWith('collectors enabled in the config'));
-    expect(said?.['collectors']).toEqual(['collect.state']);
 
     const off = await advertised([
       'collect:',
       '  logs: { enabled: false }',
       '  state: { enabled: false }',
       '  metrics: { enabled: false }',
+      '  events: { enabled: true, pod_lifecycle: true, kubernetes_events: false }',
     ]);
-    expect(off.caps).toEqual(AgentCapabilities.fromPartial({ query: true, catalog: true }));
+    expect(off.caps).toEqual(
+      AgentCapabilities.fromPartial({ podLifecycleEvents: true, query: true, catalog: true }),
+    );
     expect(off.logs.lines.some((l) => l.msg.startsWith('collectors enabled in the config'))).toBe(
       false,
     );

@@ -40,6 +40,16 @@ import { createCapabilityCatalog } from './catalog/capability-catalog.js';
 import { createExecutorClient } from './executor-client/executor-client.js';
 import type { Source } from './sources/source.js';
 import { wireMetricsSource } from './sources/metrics/wiring.js';
+import { createStateSource, type StateSource } from './sources/state/state-source.js';
+import { registerStateMetrics } from './sources/state/state-metrics.js';
+import { demandRefs } from './sources/state/demand.js';
+import {
+  createEventsSource,
+  OPT_IN_EVENTS,
+  OPT_IN_LIFECYCLE,
+  type EventsSource,
+} from './sources/events/events-source.js';
+import { KubeHttp } from './watch/kube-http.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
 export const GATEWAY_READY_GRACE_MS = 30_000;
@@ -75,6 +85,8 @@ export interface CollectorDeps {
   readonly executorSocket?: string | undefined;
   /** The capability catalog's discovery interval; tests shorten it. */
   readonly catalogIntervalMs?: number;
+  /** How often the state source asks discovery again (CRDs that came or went); tests shorten it. */
+  readonly stateDiscoveryIntervalMs?: number;
   readonly streamTuning?: Pick<
     GatewayStreamOptions,
     'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
@@ -205,7 +217,35 @@ export function createCollector(
       })
     : undefined;
   if (metricsSource !== undefined) sources.push(metricsSource);
-  reportUnimplementedCollectors(collect, logger);
+  // Cluster state (collect.state) on the shared watch layer.
+  let state: StateSource | undefined;
+  const stateCounters = registerStateMetrics(metrics.registry, () => state);
+  if (collect.state.enabled) {
+    state = createStateSource(
+      {
+        state: collect.state,
+        identity,
+        secretsMetadataOnly: config.security.profile === 'strict',
+        ...(deps.stateDiscoveryIntervalMs === undefined
+          ? {}
+          : { discoveryIntervalMs: deps.stateDiscoveryIntervalMs }),
+      },
+      { logger, clock, sink: buffer, http: new KubeHttp(deps.kube), counters: stateCounters },
+    );
+    sources.push(state);
+  }
+  // Kubernetes events and pod lifecycle events (collect.events), sent once the gateway opts in.
+  let events: EventsSource | undefined;
+  if (
+    collect.events.enabled &&
+    (collect.events.pod_lifecycle || collect.events.kubernetes_events)
+  ) {
+    events = createEventsSource(
+      { events: collect.events, identity },
+      { logger, clock, sink: buffer, http: new KubeHttp(deps.kube) },
+    );
+    sources.push(events);
+  }
   // Live queries: answered beside the stream, never in its way (session.ts runs each on its own).
   const liveQuery = createLiveQuery(config.query, {
     kube: deps.kube,
@@ -254,6 +294,9 @@ export function createCollector(
           ...advertisedCapabilities({
             logs: podLogs !== undefined,
             metrics: metricsSource !== undefined,
+            state: state !== undefined,
+            podLifecycleEvents: events !== undefined && collect.events.pod_lifecycle,
+            kubeEvents: events !== undefined && collect.events.kubernetes_events,
           }),
           query: true,
           catalog: true,
@@ -270,6 +313,16 @@ export function createCollector(
       quarantinedItems: () => buffer.stats().quarantined,
       // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
       onConfigUpdate: (update) => {
+        // Demand watchers: only an update that carries watchers reconciles them.
+        const demand = demandRefs(update);
+        if (state !== undefined && demand !== undefined) state.reconcileDemand(demand);
+        const watchers = update.config?.watchers ?? [];
+        if (events !== undefined && watchers.length > 0) {
+          events.setDelivery({
+            lifecycle: watchers.some((w) => w.id === OPT_IN_LIFECYCLE),
+            events: watchers.some((w) => w.id === OPT_IN_EVENTS),
+          });
+        }
         if (podLogs === undefined || update.config?.ingestRules === undefined) return;
         ingestLimits = applyIngestRules(ingestLimits, update.config.ingestRules);
         podLogs.setIngestLimits(ingestLimits);
@@ -294,7 +347,8 @@ export function createCollector(
     ...sources.map((source) => ({
       name: `source:${source.name}`,
       check: (): ComponentHealth =>
-        source.up() ? { state: 'ok' } : { state: 'unhealthy', reason: 'not up' },
+        source.health?.() ??
+        (source.up() ? { state: 'ok' } : { state: 'unhealthy', reason: 'not up' }),
     })),
   ];
   const health = createHealthServer(
@@ -344,20 +398,20 @@ export function createCollector(
 export function advertisedCapabilities(running: {
   readonly logs: boolean;
   readonly metrics?: boolean;
+  readonly state?: boolean;
+  readonly podLifecycleEvents?: boolean;
+  readonly kubeEvents?: boolean;
 }): AgentIdentity['capabilities'] {
-  return { logs: running.logs, state: false, metrics: running.metrics === true };
+  return {
+    logs: running.logs,
+    state: running.state === true,
+    metrics: running.metrics === true,
+    podLifecycleEvents: running.podLifecycleEvents === true,
+    kubeEvents: running.kubeEvents === true,
+  };
 }
 
 /** Says once, at start, which enabled collectors this version does not have yet. */
-function reportUnimplementedCollectors(collect: Config['collect'], logger: Logger): void {
-  const missing = (['state'] as const).filter((kind) => collect[kind].enabled);
-  if (missing.length === 0) return;
-  logger.info(
-    { collectors: missing.map((kind) => `collect.${kind}`) },
-    'collectors enabled in the config but not part of this agent version: nothing collected, not advertised to the gateway',
-  );
-}
-
 /** The last service started and the first closed: /readyz says "shutting down" from then on. */
 function lifecycleService(): { service: Service; check: ReadinessCheck } {
   let phase: 'starting' | 'running' | 'stopping' = 'starting';

@@ -1,4 +1,4 @@
-import { eventTypeToJSON, type AgentMessage } from '../proto/index.js';
+import { eventTypeToJSON, podLifecycleReasonToJSON, type AgentMessage } from '../proto/index.js';
 
 type Payload = NonNullable<AgentMessage['payload']>;
 type Describers = {
@@ -35,6 +35,12 @@ const describers: Describers = {
     `${prefix(m.namespace)}${m.name} cpu ${m.cpuNanocores}n mem ${m.memoryBytes}B`,
   prometheusMetrics: (p) => clip(p.targetUrl),
   catalog: (c) => `${c.entries.length} resources`,
+  kubeEvent: (e) =>
+    clip(
+      `${e.type} ${e.reason} ${e.regarding?.kind ?? ''} ${prefix(e.namespace)}${e.regarding?.name ?? e.name} x${String(e.count)}: ${e.note}`,
+    ),
+  podLifecycle: (e) =>
+    `${podLifecycleReasonToJSON(e.reason).replace('POD_LIFECYCLE_REASON_', '')} ${prefix(e.namespace)}${e.pod}${e.container ? `/${e.container}` : ''}`,
   resourceQueryResult: (r) =>
     r.error
       ? `query ${r.queryId} error ${r.error.code}: ${r.error.message}`

@@ -86,3 +86,14 @@ export {
   RunNodeJobRequest,
   RunNodeJobResponse,
 } from './gen/executor/v1/node_job.js';
+
+// Kubernetes events and pod lifecycle events (agent.v1 events.proto).
+export {
+  KubeEvent,
+  LifecycleSeverity,
+  ObjectReference,
+  PodLifecycleEvent,
+  PodLifecycleReason,
+  podLifecycleReasonToJSON,
+  WorkloadReference,
+} from './gen/agent/v1/events.js';

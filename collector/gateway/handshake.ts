@@ -23,6 +23,8 @@ export interface AgentIdentity {
     readonly logs: boolean;
     readonly state: boolean;
     readonly metrics: boolean;
+    readonly podLifecycleEvents?: boolean;
+    readonly kubeEvents?: boolean;
   };
 }
 
@@ -36,6 +38,7 @@ export function buildHandshake(identity: AgentIdentity): AgentMessage {
         protoVersion: SUPPORTED_PROTO_VERSIONS[0] ?? 'v1',
         clusterId: identity.clusterId,
         tenantToken: identity.tenantToken,
+        // fromPartial: a capability this process does not set is false.
         caps: AgentCapabilities.fromPartial(identity.capabilities),
         supportedProtoVersions: [...SUPPORTED_PROTO_VERSIONS],
       },

@@ -3,6 +3,7 @@
 // sources -> buffer -> gateway.
 import type { BufferItem } from '../buffer/types.js';
 import type { Service } from '../../shared/lifecycle/service.js';
+import type { ComponentHealth } from '../health/health-server.js';
 
 /** Where a source puts what it collected; in production, the durable buffer. */
 export interface Sink {
@@ -17,4 +18,6 @@ export interface Sink {
 export interface Source extends Service {
   /** True while the source does its job (e.g. its watches are synced and not forbidden). */
   up(): boolean;
+  /** Readiness with a reason (e.g. the resource not synced yet); default: from up(). */
+  health?(): ComponentHealth;
 }

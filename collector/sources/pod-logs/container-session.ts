@@ -22,7 +22,7 @@ import {
   resumeOrTail,
   type ContainerStateKind,
 } from './pod-fields.js';
-import { errorCode } from './pod-reflector.js';
+import { errorCode } from '../../watch/reflector.js';
 import {
   misreadByStatus,
   misreadRecoveryFrom,

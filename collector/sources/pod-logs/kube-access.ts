@@ -1,8 +1,7 @@
 // The real Kubernetes access of the pod log source, built from a KubeConfig in main.ts.
 import { AppsV1Api, BatchV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { PodLogHttp } from './pod-log-http.js';
-import { kubePodListWatch } from './kube-pod-list-watch.js';
-import type { PodListWatch } from './pod-reflector.js';
+import { kubePodListWatch, type PodListWatch } from './kube-pod-list-watch.js';
 import type { OwnerLookup } from './workload.js';
 
 export interface LogRequest {

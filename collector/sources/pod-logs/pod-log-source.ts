@@ -24,7 +24,7 @@ import { compileEligibility, type EligibilityConfig } from './eligibility.js';
 import type { PodLogKubeAccess } from './kube-access.js';
 import { LogRegistry } from './log-registry.js';
 import { containerKeyOf, podIdentity, type ContainerStateKind } from './pod-fields.js';
-import { runPodReflector } from './pod-reflector.js';
+import { runReflector as runPodReflector } from '../../watch/reflector.js';
 import { StreamScheduler } from './stream-scheduler.js';
 import { WorkloadResolver, type Workload } from './workload.js';
 

@@ -19,6 +19,7 @@ import {
 } from "@grpc/grpc-js";
 import { AgentMetadata } from "../../common/v1/metadata.js";
 import { ResourceCatalog } from "./catalog.js";
+import { KubeEvent, PodLifecycleEvent } from "./events.js";
 import { LogBatch } from "./log.js";
 import { MetricBatch, MetricsEvent, PrometheusMetricsEvent } from "./metric.js";
 import { ResourceKind, resourceKindFromJSON, resourceKindToJSON, StateEvent } from "./state.js";
@@ -248,6 +249,10 @@ export interface AgentMessage {
     | { $case: "prometheusMetrics"; value: PrometheusMetricsEvent }
     | { $case: "catalog"; value: ResourceCatalog }
     | { $case: "resourceQueryResult"; value: ResourceQueryResult }
+    | //
+    /** Kubernetes events and pod lifecycle events (events.proto): only to a gateway that opted in. */
+    { $case: "kubeEvent"; value: KubeEvent }
+    | { $case: "podLifecycle"; value: PodLifecycleEvent }
     | undefined;
 }
 
@@ -272,6 +277,9 @@ export interface AgentCapabilities {
   logs: boolean;
   state: boolean;
   metrics: boolean;
+  /** Kubernetes events and pod lifecycle events (events.proto) can be produced. */
+  podLifecycleEvents: boolean;
+  kubeEvents: boolean;
   /**
    * query: this agent answers ResourceQuery (with a result or a refusal). Added by this agent;
    * a gateway built from the Go agent's proto skips it and may send queries anyway, which are
@@ -512,6 +520,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "resourceQueryResult":
         ResourceQueryResult.encode(message.payload.value, writer.uint32(90).fork()).join();
         break;
+      case "kubeEvent":
+        KubeEvent.encode(message.payload.value, writer.uint32(162).fork()).join();
+        break;
+      case "podLifecycle":
+        PodLifecycleEvent.encode(message.payload.value, writer.uint32(170).fork()).join();
+        break;
     }
     return writer;
   },
@@ -623,6 +637,22 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             };
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.payload = { $case: "kubeEvent", value: KubeEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.payload = { $case: "podLifecycle", value: PodLifecycleEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -667,6 +697,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resourceQueryResult) }
         : isSet(object.resource_query_result)
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resource_query_result) }
+        : isSet(object.kubeEvent)
+        ? { $case: "kubeEvent", value: KubeEvent.fromJSON(object.kubeEvent) }
+        : isSet(object.kube_event)
+        ? { $case: "kubeEvent", value: KubeEvent.fromJSON(object.kube_event) }
+        : isSet(object.podLifecycle)
+        ? { $case: "podLifecycle", value: PodLifecycleEvent.fromJSON(object.podLifecycle) }
+        : isSet(object.pod_lifecycle)
+        ? { $case: "podLifecycle", value: PodLifecycleEvent.fromJSON(object.pod_lifecycle) }
         : undefined,
     };
   },
@@ -697,6 +735,10 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.catalog = ResourceCatalog.toJSON(message.payload.value);
     } else if (message.payload?.$case === "resourceQueryResult") {
       obj.resourceQueryResult = ResourceQueryResult.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "kubeEvent") {
+      obj.kubeEvent = KubeEvent.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "podLifecycle") {
+      obj.podLifecycle = PodLifecycleEvent.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -768,6 +810,18 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             $case: "resourceQueryResult",
             value: ResourceQueryResult.fromPartial(object.payload.value),
           };
+        }
+        break;
+      }
+      case "kubeEvent": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "kubeEvent", value: KubeEvent.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "podLifecycle": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "podLifecycle", value: PodLifecycleEvent.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -955,7 +1009,15 @@ export const HandshakeRequest: MessageFns<HandshakeRequest> = {
 };
 
 function createBaseAgentCapabilities(): AgentCapabilities {
-  return { logs: false, state: false, metrics: false, query: false, catalog: false };
+  return {
+    logs: false,
+    state: false,
+    metrics: false,
+    podLifecycleEvents: false,
+    kubeEvents: false,
+    query: false,
+    catalog: false,
+  };
 }
 
 export const AgentCapabilities: MessageFns<AgentCapabilities> = {
@@ -968,6 +1030,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.metrics !== false) {
       writer.uint32(24).bool(message.metrics);
+    }
+    if (message.podLifecycleEvents !== false) {
+      writer.uint32(64).bool(message.podLifecycleEvents);
+    }
+    if (message.kubeEvents !== false) {
+      writer.uint32(72).bool(message.kubeEvents);
     }
     if (message.query !== false) {
       writer.uint32(80).bool(message.query);
@@ -1015,6 +1083,22 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.metrics = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.podLifecycleEvents = reader.bool();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.kubeEvents = reader.bool();
+            continue;
+          }
           case 10: {
             if (tag !== 80) {
               break;
@@ -1048,6 +1132,16 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
       logs: isSet(object.logs) ? globalThis.Boolean(object.logs) : false,
       state: isSet(object.state) ? globalThis.Boolean(object.state) : false,
       metrics: isSet(object.metrics) ? globalThis.Boolean(object.metrics) : false,
+      podLifecycleEvents: isSet(object.podLifecycleEvents)
+        ? globalThis.Boolean(object.podLifecycleEvents)
+        : isSet(object.pod_lifecycle_events)
+        ? globalThis.Boolean(object.pod_lifecycle_events)
+        : false,
+      kubeEvents: isSet(object.kubeEvents)
+        ? globalThis.Boolean(object.kubeEvents)
+        : isSet(object.kube_events)
+        ? globalThis.Boolean(object.kube_events)
+        : false,
       query: isSet(object.query) ? globalThis.Boolean(object.query) : false,
       catalog: isSet(object.catalog) ? globalThis.Boolean(object.catalog) : false,
     };
@@ -1063,6 +1157,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.metrics !== false) {
       obj.metrics = message.metrics;
+    }
+    if (message.podLifecycleEvents !== false) {
+      obj.podLifecycleEvents = message.podLifecycleEvents;
+    }
+    if (message.kubeEvents !== false) {
+      obj.kubeEvents = message.kubeEvents;
     }
     if (message.query !== false) {
       obj.query = message.query;
@@ -1081,6 +1181,8 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.logs = object.logs ?? false;
     message.state = object.state ?? false;
     message.metrics = object.metrics ?? false;
+    message.podLifecycleEvents = object.podLifecycleEvents ?? false;
+    message.kubeEvents = object.kubeEvents ?? false;
     message.query = object.query ?? false;
     message.catalog = object.catalog ?? false;
     return message;

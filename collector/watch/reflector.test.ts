@@ -1,20 +1,22 @@
-// The pod reflector against a scripted PodListWatch and the fake clock: a 410 relists at once,
-// a 403 is reported once per episode and retried only at the maximum backoff, other errors back
-// off 1 s doubling to 30 s and reset after a watch that made progress.
+// The reflector against a scripted ListWatch and the fake clock: lists page by page (an expired
+// continue token starts the list over), a 410 relists at once, a 403 is reported once per episode
+// with the refused verb and retried only at the maximum backoff, other errors back off 1 s
+// doubling to 30 s and reset after a watch that made progress.
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { FakeClock } from '../../../test/helpers/fake-clock.js';
-import {
-  MAX_BACKOFF_MS,
-  runPodReflector,
-  type PodListWatch,
-  type PodReflectorHandlers,
-} from './pod-reflector.js';
+import { FakeClock } from '../../test/helpers/fake-clock.js';
+import type { ListOptions, ListPage, ListWatch } from './list-watch.js';
+import { MAX_BACKOFF_MS, runReflector, type ReflectorHandlers } from './reflector.js';
+
+type PodListWatch = ListWatch<V1Pod>;
+type PodReflectorHandlers = ReflectorHandlers<V1Pod>;
+/** Every vi.waitFor here gets this explicit budget (the default 1 s flakes on a loaded machine). */
+const WAIT = { timeout: 10_000 };
 
 const logger = pino({ level: 'silent' });
 
-type ListStep = () => { items: V1Pod[]; resourceVersion: string };
+type ListStep = (options?: ListOptions) => ListPage<V1Pod>;
 type WatchStep = (resourceVersion: string, onEvent: (type: string, pod: V1Pod) => void) => void;
 
 const failure = (code: number): Error =>
@@ -43,12 +45,14 @@ class ScriptedApi implements PodListWatch {
   readonly watches: WatchStep[] = [];
   listCalls = 0;
   readonly watchedFrom: string[] = [];
+  readonly continues: (string | undefined)[] = [];
 
-  list(signal: AbortSignal): Promise<{ items: V1Pod[]; resourceVersion: string }> {
+  list(signal: AbortSignal, options?: ListOptions): Promise<ListPage<V1Pod>> {
     this.listCalls++;
+    this.continues.push(options?.continue);
     const step = this.lists.shift();
     if (!step) return hang(signal);
-    return Promise.resolve().then(step);
+    return Promise.resolve().then(() => step(options));
   }
 
   watch(
@@ -71,7 +75,7 @@ function recorder() {
     replace: (pods) => calls.push(`replace:${pods.map((p) => p.metadata?.name).join(',')}`),
     upsert: (p) => calls.push(`upsert:${p.metadata?.name ?? ''}`),
     remove: (p) => calls.push(`remove:${p.metadata?.name ?? ''}`),
-    forbidden: () => calls.push('forbidden'),
+    forbidden: (_err, verb) => calls.push(`forbidden:${verb}`),
   };
   return { calls, handlers };
 }
@@ -84,7 +88,7 @@ afterEach(() => {
 function start(api: ScriptedApi, handlers: PodReflectorHandlers, clock: FakeClock) {
   const controller = new AbortController();
   controllers.push(controller);
-  const done = runPodReflector(api, handlers, {
+  const done = runReflector(api, handlers, {
     clock,
     logger,
     signal: controller.signal,
@@ -93,7 +97,7 @@ function start(api: ScriptedApi, handlers: PodReflectorHandlers, clock: FakeCloc
   return { controller, done };
 }
 
-describe('runPodReflector', () => {
+describe('runReflector', () => {
   it('lists, watches from the list version, applies events, and relists on a 410 without backoff', async () => {
     const clock = new FakeClock();
     const api = new ScriptedApi();
@@ -118,7 +122,7 @@ describe('runPodReflector', () => {
     const { controller, done } = start(api, handlers, clock);
     await vi.waitFor(() => {
       expect(api.watchedFrom).toEqual(['10', '14', '30', '40']);
-    });
+    }, WAIT);
     expect(calls).toEqual([
       'replace:a',
       'upsert:b',
@@ -153,8 +157,8 @@ describe('runPodReflector', () => {
       clock.advance(MAX_BACKOFF_MS);
     }
     await vi.waitFor(() => {
-      expect(calls).toEqual(['forbidden', 'replace:a', 'forbidden']);
-    });
+      expect(calls).toEqual(['forbidden:list', 'replace:a', 'forbidden:watch']);
+    }, WAIT);
     // The 403 from the watch after a successful list is a new episode; it relists after 30 s.
     await clock.waitForSleep(() => clock.sleeps.length === 4);
     expect(clock.sleeps).toEqual([MAX_BACKOFF_MS, MAX_BACKOFF_MS, MAX_BACKOFF_MS, MAX_BACKOFF_MS]);
@@ -162,10 +166,10 @@ describe('runPodReflector', () => {
     clock.advance(MAX_BACKOFF_MS);
     await vi.waitFor(() => {
       expect(api.listCalls).toBe(5);
-    });
+    }, WAIT);
     controller.abort();
     await done;
-    expect(calls.filter((c) => c === 'forbidden')).toHaveLength(2);
+    expect(calls.filter((c) => c.startsWith('forbidden'))).toHaveLength(2);
   });
 
   it('backs off other errors 1 s doubling to 30 s, and resets after a watch that made progress', async () => {
@@ -197,7 +201,7 @@ describe('runPodReflector', () => {
     clock.advance(1_000);
     await vi.waitFor(() => {
       expect(api.watchedFrom).toEqual(['1', '2', '2']);
-    });
+    }, WAIT);
     expect(api.listCalls).toBe(failures + 1);
     controller.abort();
     await done;
@@ -219,15 +223,35 @@ describe('runPodReflector', () => {
     api.lists.push(() => ({ items: [pod('a', '1')], resourceVersion: '1' }));
     const { calls, handlers } = recorder();
     const watching = start(api, handlers, clock);
-    await vi.waitFor(
-      () => {
-        expect(api.watchedFrom).toEqual(['1']);
-      },
-      { timeout: 10_000 },
-    );
+    await vi.waitFor(() => {
+      expect(api.watchedFrom).toEqual(['1']);
+    }, WAIT);
     watching.controller.abort();
     await expect(watching.done).resolves.toBeUndefined();
     expect(calls).toEqual(['replace:a']);
     expect(api.listCalls).toBe(2);
+  });
+
+  it('lists page by page with the continue token, and starts over once when a token expires', async () => {
+    const clock = new FakeClock();
+    const api = new ScriptedApi();
+    const { calls, handlers } = recorder();
+    api.lists.push(() => ({ items: [pod('a', '1')], resourceVersion: '9', continue: 'page2' }));
+    // The continue token expired (the server compacted past it): the whole list again.
+    api.lists.push(() => {
+      throw failure(410);
+    });
+    api.lists.push(() => ({ items: [pod('a', '1')], resourceVersion: '20', continue: 'next' }));
+    api.lists.push(() => ({ items: [pod('b', '2')], resourceVersion: '20' }));
+    const { controller, done } = start(api, handlers, clock);
+    await vi.waitFor(() => {
+      expect(api.watchedFrom).toEqual(['20']);
+    }, WAIT);
+    expect(api.continues).toEqual([undefined, 'page2', undefined, 'next']);
+    // One replace with every page's objects; the failed attempt's first page never reached it.
+    expect(calls).toEqual(['replace:a,b']);
+    expect(clock.sleeps).toEqual([]);
+    controller.abort();
+    await done;
   });
 });

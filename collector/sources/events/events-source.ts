@@ -1,0 +1,404 @@
+// The events source (collect.events): Kubernetes Events (events.k8s.io/v1, core/v1 where that is
+// not served) with the involved object and its owning workload, and pod lifecycle events derived
+// from pod status transitions (pod-lifecycle.ts). Both on the shared watch layer.
+//
+// Neither is sent until the gateway opts in (a watcher with id OPT_IN_LIFECYCLE or OPT_IN_EVENTS
+// in its config, docs/state.md): a gateway that predates these payloads never receives them.
+// Kubernetes Events carry a message id derived from the event's UID and series count, so a
+// relist or a restart that sends one again is deduplicated by the gateway; a count that grew
+// is a new message.
+import { createHash, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Clock } from '../../../shared/clock.js';
+import {
+  AgentMessage,
+  LifecycleSeverity,
+  PodLifecycleReason,
+  type KubeEvent,
+} from '../../../proto/index.js';
+import type { ComponentHealth } from '../../health/health-server.js';
+import { Discovery } from '../../watch/discovery.js';
+import { Informer, objectKey, type Cached, type Change } from '../../watch/informer.js';
+import type { KubeHttp } from '../../watch/kube-http.js';
+import { kubeListWatch, type KubeObject } from '../../watch/kube-list-watch.js';
+import { WorkloadResolver, type Workload } from '../pod-logs/workload.js';
+import type { Sink, Source } from '../source.js';
+import {
+  LifecycleTracker,
+  podTransitions,
+  SEVERITY,
+  summarizePod,
+  type LifecycleTransition,
+  type PodSummary,
+} from './pod-lifecycle.js';
+
+/** Watcher ids a gateway puts in its config to receive these payloads. */
+export const OPT_IN_LIFECYCLE = 'kubexa.io/pod-lifecycle-events';
+export const OPT_IN_EVENTS = 'kubexa.io/kube-events';
+
+export interface EventsSourceOptions {
+  readonly events: {
+    readonly kubernetes_events: boolean;
+    readonly pod_lifecycle: boolean;
+    readonly exclude_namespaces: readonly string[];
+  };
+  readonly identity: { readonly clusterId: string; readonly agentId: string };
+}
+
+export interface EventsSourceDeps {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly sink: Sink;
+  readonly http: KubeHttp;
+}
+
+export interface EventsSource extends Source {
+  /** What the gateway opted into (from its config's watchers). */
+  setDelivery(delivery: { readonly lifecycle: boolean; readonly events: boolean }): void;
+  health(): ComponentHealth;
+}
+
+/** What the cache keeps of one Kubernetes Event. */
+interface EventRecord extends Cached {
+  readonly event: Omit<KubeEvent, 'workload'>;
+  readonly podOwner: PodOwner | undefined;
+}
+
+interface PodOwner {
+  readonly namespace: string;
+  readonly name: string;
+}
+
+const millis = (time: unknown): string => {
+  if (typeof time !== 'string' || time === '') return '0';
+  const ms = Date.parse(time);
+  return Number.isNaN(ms) ? '0' : String(ms);
+};
+
+const text = (value: unknown): string => (typeof value === 'string' ? value : '');
+
+interface RawRef {
+  kind?: string;
+  namespace?: string;
+  name?: string;
+  uid?: string;
+  apiVersion?: string;
+  fieldPath?: string;
+}
+
+/** events.k8s.io/v1's names of the fields core/v1 names differently. */
+function modernFields(o: Record<string, unknown>, series: Series | undefined) {
+  const first = o['deprecatedFirstTimestamp'] ?? o['eventTime'];
+  return {
+    regarding: o['regarding'] as RawRef | undefined,
+    note: text(o['note']),
+    count: series?.count ?? o['deprecatedCount'],
+    first,
+    last: series?.lastObservedTime ?? o['deprecatedLastTimestamp'] ?? first,
+    controller: text(o['reportingController']),
+  };
+}
+
+function coreFields(o: Record<string, unknown>, series: Series | undefined) {
+  const first = o['firstTimestamp'] ?? o['eventTime'];
+  const source = o['source'] as { component?: string } | undefined;
+  return {
+    regarding: o['involvedObject'] as RawRef | undefined,
+    note: text(o['message']),
+    count: series?.count ?? o['count'],
+    first,
+    last: o['lastTimestamp'] ?? first,
+    controller: text(o['reportingComponent']) || text(source?.component),
+  };
+}
+
+interface Series {
+  count?: number;
+  lastObservedTime?: string;
+}
+
+/** The fields events.k8s.io/v1 and core/v1 name differently, read from either. */
+function eventFields(o: Record<string, unknown>) {
+  const series = o['series'] as Series | undefined;
+  const modern = o['regarding'] !== undefined || o['note'] !== undefined;
+  return modern ? modernFields(o, series) : coreFields(o, series);
+}
+
+function reference(ref: RawRef | undefined) {
+  const r = ref ?? {};
+  return {
+    kind: text(r.kind),
+    namespace: text(r.namespace),
+    name: text(r.name),
+    uid: text(r.uid),
+    apiVersion: text(r.apiVersion),
+    fieldPath: text(r.fieldPath),
+  };
+}
+
+/** events.k8s.io/v1 and core/v1 Events into one shape. */
+export function summarizeEvent(object: KubeObject): EventRecord {
+  const metadata = object.metadata ?? {};
+  const o = object as Record<string, unknown>;
+  const fields = eventFields(o);
+  const namespace = text(metadata.namespace);
+  const regarding = reference(fields.regarding);
+  return {
+    key: objectKey(namespace, metadata.name),
+    uid: text(metadata.uid),
+    resourceVersion: text(metadata.resourceVersion),
+    event: {
+      uid: text(metadata.uid),
+      namespace,
+      name: text(metadata.name),
+      type: text(o['type']),
+      reason: text(o['reason']),
+      note: fields.note,
+      action: text(o['action']),
+      reportingController: fields.controller,
+      regarding,
+      count: typeof fields.count === 'number' ? fields.count : 1,
+      firstTimestamp: millis(fields.first),
+      lastTimestamp: millis(fields.last),
+    },
+    podOwner:
+      regarding.kind === 'Pod'
+        ? { namespace: regarding.namespace, name: regarding.name }
+        : undefined,
+  };
+}
+
+/** A UUID-shaped id from the event's UID and count: the same occurrence always has the same id. */
+function eventMessageId(uid: string, count: number): string {
+  const hex = createHash('sha256')
+    .update(`kube-event/${uid}/${String(count)}`)
+    .digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+const REASONS: Readonly<Record<LifecycleTransition['reason'], PodLifecycleReason>> = {
+  CREATED: PodLifecycleReason.POD_LIFECYCLE_REASON_CREATED,
+  STARTED: PodLifecycleReason.POD_LIFECYCLE_REASON_STARTED,
+  OOM_KILLED: PodLifecycleReason.POD_LIFECYCLE_REASON_OOM_KILLED,
+  CRASH_LOOP_BACK_OFF: PodLifecycleReason.POD_LIFECYCLE_REASON_CRASH_LOOP_BACK_OFF,
+  EVICTED: PodLifecycleReason.POD_LIFECYCLE_REASON_EVICTED,
+  IMAGE_PULL_BACK_OFF: PodLifecycleReason.POD_LIFECYCLE_REASON_IMAGE_PULL_BACK_OFF,
+  ERR_IMAGE_PULL: PodLifecycleReason.POD_LIFECYCLE_REASON_ERR_IMAGE_PULL,
+  COMPLETED: PodLifecycleReason.POD_LIFECYCLE_REASON_COMPLETED,
+  DELETED: PodLifecycleReason.POD_LIFECYCLE_REASON_DELETED,
+};
+
+const SEVERITIES = {
+  INFO: LifecycleSeverity.LIFECYCLE_SEVERITY_INFO,
+  WARNING: LifecycleSeverity.LIFECYCLE_SEVERITY_WARNING,
+  ERROR: LifecycleSeverity.LIFECYCLE_SEVERITY_ERROR,
+} as const;
+
+export function createEventsSource(
+  options: EventsSourceOptions,
+  deps: EventsSourceDeps,
+): EventsSource {
+  const { logger, clock, sink, http } = deps;
+  const excluded = new Set(options.events.exclude_namespaces);
+  const lifetime = new AbortController();
+  const tracker = new LifecycleTracker();
+  const delivery = { lifecycle: false, events: false };
+  const meta = () => ({
+    tenantId: '',
+    clusterId: options.identity.clusterId,
+    agentId: options.identity.agentId,
+    sessionId: '',
+    timestamp: String(clock.now()),
+  });
+  const owners = new WorkloadResolver(
+    async (kind, namespace, name) => {
+      const path =
+        kind === 'ReplicaSet'
+          ? `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/replicasets/${encodeURIComponent(name)}`
+          : `/apis/batch/v1/namespaces/${encodeURIComponent(namespace)}/jobs/${encodeURIComponent(name)}`;
+      const object = (await http.getJson({ path }, lifetime.signal)) as KubeObject;
+      const refs = (object.metadata?.['ownerReferences'] ?? []) as {
+        kind: string;
+        name: string;
+        apiVersion: string;
+        uid: string;
+        controller?: boolean;
+      }[];
+      return refs.find((ref) => ref.controller === true);
+    },
+    () => clock.now(),
+  );
+  const workloadOf = (namespace: string, owner: PodSummary['owner']): Promise<Workload> =>
+    owners.resolve({
+      metadata: {
+        namespace,
+        ownerReferences:
+          owner === undefined
+            ? []
+            : [{ apiVersion: '', kind: owner.kind, name: owner.name, uid: '', controller: true }],
+      },
+    });
+  const informers: Informer<Cached>[] = [];
+  const runs: Promise<void>[] = [];
+
+  function sendLifecycle(pod: PodSummary, found: readonly LifecycleTransition[]): void {
+    if (found.length === 0 || !delivery.lifecycle) return;
+    void workloadOf(pod.namespace, pod.owner).then((workload) => {
+      for (const t of found) {
+        const messageId = randomUUID();
+        const payload = AgentMessage.encode({
+          messageId,
+          meta: meta(),
+          payload: {
+            $case: 'podLifecycle',
+            value: {
+              reason: REASONS[t.reason],
+              pod: pod.name,
+              namespace: pod.namespace,
+              podUid: pod.uid,
+              container: t.container,
+              node: pod.node,
+              workload,
+              restartCount: t.restartCount,
+              exitCode: t.exitCode,
+              terminationReason: t.terminationReason,
+              message: t.message,
+              severity: SEVERITIES[SEVERITY[t.reason]],
+              timestamp: String(clock.now()),
+            },
+          },
+        }).finish();
+        sink.enqueue({ id: messageId, kind: 'state', payload });
+      }
+    });
+  }
+
+  function onPod(informer: Informer<PodSummary>, change: Change<PodSummary>): void {
+    const pod = change.object;
+    if (excluded.has(pod.namespace) || change.resync === true) return;
+    if (change.type === 'DELETED') {
+      sendLifecycle(pod, tracker.fresh(pod.uid, podTransitions(pod, undefined)));
+      tracker.forget(pod.uid);
+      return;
+    }
+    const found = podTransitions(change.previous, pod);
+    // The first list at start: what pods already show is not news.
+    if (!informer.synced()) tracker.baseline(pod.uid, found);
+    else sendLifecycle(pod, tracker.fresh(pod.uid, found));
+  }
+
+  function onEvent(change: Change<EventRecord>): void {
+    const record = change.object;
+    if (change.type === 'DELETED' || change.resync === true || !delivery.events) return;
+    if (excluded.has(record.event.namespace)) return;
+    // A series that grew is news; any other change of the same count is not.
+    if (change.previous !== undefined && change.previous.event.count >= record.event.count) return;
+    const owner = record.podOwner;
+    const workload: Promise<Workload | undefined> =
+      owner === undefined ? Promise.resolve(undefined) : workloadOfPod(owner);
+    void workload.then((resolved) => {
+      const messageId = eventMessageId(record.uid, record.event.count);
+      const payload = AgentMessage.encode({
+        messageId,
+        meta: meta(),
+        payload: { $case: 'kubeEvent', value: { ...record.event, workload: resolved } },
+      }).finish();
+      sink.enqueue({ id: messageId, kind: 'state', payload });
+    });
+  }
+
+  /** The workload of the pod an Event is about, from the lifecycle cache when it has the pod. */
+  function workloadOfPod(owner: PodOwner): Promise<Workload | undefined> {
+    const pods = informers[0] as Informer<PodSummary> | undefined;
+    const pod = pods?.get(objectKey(owner.namespace, owner.name));
+    if (pod === undefined) return Promise.resolve(undefined);
+    return workloadOf(pod.namespace, pod.owner);
+  }
+
+  async function startEvents(): Promise<void> {
+    const resolve = new Discovery(http).snapshot(lifetime.signal);
+    const modern = await resolve({ group: 'events.k8s.io', version: 'v1', resource: 'events' });
+    const ref =
+      modern.state === 'available'
+        ? { group: 'events.k8s.io', version: 'v1' }
+        : { group: '', version: 'v1' };
+    const informer = new Informer<EventRecord>(
+      kubeListWatch(
+        http,
+        { ...ref, resource: 'events', namespaced: true, namespace: '' },
+        summarizeEvent,
+      ),
+      { name: 'events', clock, logger, onChange: onEvent },
+    );
+    informers.push(informer);
+    logger.info(
+      { apiVersion: ref.group === '' ? 'v1' : 'events.k8s.io/v1' },
+      'kubernetes events watch started',
+    );
+    await informer.run(lifetime.signal);
+  }
+
+  return {
+    name: 'events',
+    start(signal) {
+      if (signal.aborted) lifetime.abort();
+      else
+        signal.addEventListener(
+          'abort',
+          () => {
+            lifetime.abort();
+          },
+          { once: true },
+        );
+      // The pod informer first: Events look their pod up in its cache.
+      const pods = new Informer<PodSummary>(
+        kubeListWatch(
+          http,
+          { group: '', version: 'v1', resource: 'pods', namespaced: true, namespace: '' },
+          summarizePod,
+        ),
+        {
+          name: 'pods (lifecycle)',
+          clock,
+          logger,
+          onChange: (change) => {
+            onPod(pods, change);
+          },
+        },
+      );
+      informers.push(pods);
+      runs.push(pods.run(lifetime.signal));
+      if (options.events.kubernetes_events) {
+        runs.push(
+          startEvents().catch((err: unknown) => {
+            logger.warn(
+              { reason: err instanceof Error ? err.message : String(err) },
+              'kubernetes events watch failed to start',
+            );
+          }),
+        );
+      }
+      return Promise.resolve();
+    },
+    setDelivery(next) {
+      if (next.lifecycle !== delivery.lifecycle || next.events !== delivery.events) {
+        logger.info(next, 'gateway opted into events');
+      }
+      delivery.lifecycle = next.lifecycle && options.events.pod_lifecycle;
+      delivery.events = next.events && options.events.kubernetes_events;
+    },
+    up: () => informers.every((informer) => informer.synced()),
+    health() {
+      const pending = informers
+        .filter((informer) => !informer.synced())
+        .map((informer) => informer.name);
+      return pending.length === 0
+        ? { state: 'ok' }
+        : { state: 'unhealthy', reason: `not synced: ${pending.join(', ')}` };
+    },
+    async close() {
+      lifetime.abort();
+      await Promise.allSettled(runs);
+    },
+  };
+}

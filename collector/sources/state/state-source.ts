@@ -1,0 +1,411 @@
+// The state source (collect.state): watches every resource the rules name, and the gateway's
+// demand watchers (ConfigUpdate.watchers), and sends each change as a StateEvent.
+//
+// - Resources resolve through discovery, again every `discoveryIntervalMs`: a CRD installed
+//   after start is picked up then, a removed one is stopped (its objects were deleted, and their
+//   DELETED events sent, before the CRD itself went away); a rule naming a resource the server
+//   does not serve is reported unavailable and the other watches run on.
+// - One watch per namespace + resource across rules: the first rule naming it decides the
+//   selectors and resync (the Go agent's rule); a later rule with other selectors is warned about.
+// - Secrets never emit ADDED (the Go agent's rule); objects are sanitized before they are cached
+//   (sanitize.ts); under security.profile strict, Secrets are read as metadata only.
+// - Nothing here logs an object: names, resources and API Status messages only.
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Clock } from '../../../shared/clock.js';
+import { parseResource } from '../../../shared/config/resources.js';
+import type { Config } from '../../../shared/config/schema.js';
+import type { ComponentHealth } from '../../health/health-server.js';
+import {
+  Discovery,
+  refKey,
+  type Resolution,
+  type ResourceRef,
+  type ResolvedResource,
+} from '../../watch/discovery.js';
+import { Informer, type Change } from '../../watch/informer.js';
+import type { KubeHttp } from '../../watch/kube-http.js';
+import { kubeListWatch, type KubeObject } from '../../watch/kube-list-watch.js';
+import type { RestartCause } from '../../watch/reflector.js';
+import type { Sink, Source } from '../source.js';
+import { isSecretResource, sanitizeObject } from './sanitize.js';
+import { encodeStateEvent, toStateRecord, type StateRecord } from './state-event.js';
+
+export const DISCOVERY_INTERVAL_MS = 30_000;
+
+/** Counters the source reports (state-metrics.ts binds them to /metrics). */
+export interface StateCounters {
+  event(resource: string, type: string): void;
+  dropped(resource: string, reason: string): void;
+  restarted(resource: string, cause: RestartCause): void;
+}
+
+export interface StateSourceOptions {
+  readonly state: Config['collect']['state'];
+  readonly identity: { readonly clusterId: string; readonly agentId: string };
+  /** security.profile strict: Secrets are listed and watched as PartialObjectMetadata. */
+  readonly secretsMetadataOnly: boolean;
+  readonly discoveryIntervalMs?: number;
+}
+
+export interface StateSourceDeps {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly sink: Sink;
+  readonly http: KubeHttp;
+  readonly counters?: StateCounters;
+  readonly newId?: () => string;
+}
+
+/** One wanted watch, from a rule or from the gateway's demand. */
+interface Want {
+  readonly ref: ResourceRef;
+  readonly namespace: string;
+  readonly labelSelector: string;
+  readonly fieldSelector: string;
+  readonly resyncMs: number;
+  /** `rule <id>` or `demand`. */
+  readonly origin: string;
+  readonly static: boolean;
+}
+
+interface Running {
+  readonly want: Want;
+  readonly resolved: ResolvedResource;
+  readonly informer: Informer<StateRecord>;
+  readonly stop: AbortController;
+  readonly done: Promise<void>;
+}
+
+export interface StateWatchStatus {
+  readonly resource: string;
+  readonly namespace: string;
+  readonly origin: string;
+  readonly state: 'synced' | 'syncing' | 'forbidden' | 'unavailable' | 'resolving';
+  readonly objects: number;
+  readonly reason?: string;
+}
+
+export interface StateSource extends Source {
+  /** The gateway's demand watchers: start the missing, stop the unwanted, leave the rest. */
+  reconcileDemand(refs: readonly ResourceRef[]): void;
+  /** Readiness with the unsynced (or forbidden) resource named. */
+  health(): ComponentHealth;
+  watches(): StateWatchStatus[];
+}
+
+/** Read through a call: TypeScript narrows `signal.aborted` across awaits otherwise. */
+const isAborted = (signal: AbortSignal): boolean => signal.aborted;
+
+const wantKey = (want: Pick<Want, 'namespace' | 'ref'>): string =>
+  `${want.namespace}|${refKey(want.ref)}`;
+
+/** The static wants of collect.state.rules, one per namespace + resource. */
+export function staticWants(state: Config['collect']['state'], logger: Logger): Want[] {
+  const wants = new Map<string, Want>();
+  for (const rule of state.rules) {
+    for (const text of rule.resources) {
+      const ref = parseResource(text);
+      if (ref === undefined) continue; // The config check refuses these; never here.
+      const want: Want = {
+        ref,
+        namespace: rule.namespace,
+        labelSelector: rule.label_selector,
+        fieldSelector: rule.field_selector,
+        resyncMs: rule.resync_period ?? state.resync_period,
+        origin: `rule ${rule.id}`,
+        static: true,
+      };
+      const existing = wants.get(wantKey(want));
+      if (existing === undefined) {
+        wants.set(wantKey(want), want);
+      } else if (
+        existing.labelSelector !== want.labelSelector ||
+        existing.fieldSelector !== want.fieldSelector
+      ) {
+        logger.warn(
+          {
+            resource: refKey(ref),
+            namespace: want.namespace,
+            kept: existing.origin,
+            ignored: want.origin,
+          },
+          "two collect.state rules watch the same namespace and resource with different selectors: one watch serves both, with the first rule's selectors",
+        );
+      }
+    }
+  }
+  return [...wants.values()];
+}
+
+export function createStateSource(options: StateSourceOptions, deps: StateSourceDeps): StateSource {
+  const { logger, clock, sink } = deps;
+  const newId = deps.newId ?? randomUUID;
+  const discovery = new Discovery(deps.http);
+  const lifetime = new AbortController();
+  const statics = staticWants(options.state, logger);
+  let demand: Want[] = [];
+  const running = new Map<string, Running>();
+  const unavailable = new Map<string, string>();
+  let reconciling: Promise<void> = Promise.resolve();
+  let timer: ReturnType<typeof setInterval> | undefined;
+
+  const desired = (): Want[] => {
+    const keys = new Set(statics.map(wantKey));
+    // A demand the rules already watch cluster-wide needs no second watch.
+    return [...statics, ...demand.filter((want) => !keys.has(wantKey(want)))];
+  };
+
+  function emit(want: Want, resolved: ResolvedResource, change: Change<StateRecord>): void {
+    const resource = refKey(want.ref);
+    // The Go agent's rule: a Secret is never sent as ADDED (its first event is a change).
+    if (change.type === 'ADDED' && isSecretResource(resolved.group, resolved.resource)) return;
+    const id = newId();
+    const payload = encodeStateEvent(
+      { messageId: id, type: change.type, record: change.object, now: clock.now() },
+      {
+        clusterId: options.identity.clusterId,
+        agentId: options.identity.agentId,
+        group: resolved.group,
+        version: resolved.version,
+        resource: resolved.resource,
+      },
+    );
+    sink.enqueue({ id, kind: 'state', payload });
+    deps.counters?.event(resource, change.resync === true ? 'RESYNC' : change.type);
+  }
+
+  function start(want: Want, resolved: ResolvedResource, key: string): void {
+    const metadataOnly =
+      options.secretsMetadataOnly && isSecretResource(resolved.group, resolved.resource);
+    const target = {
+      group: resolved.group,
+      version: resolved.version,
+      resource: resolved.resource,
+      namespaced: resolved.namespaced,
+      namespace: resolved.namespaced ? want.namespace : '',
+      labelSelector: want.labelSelector,
+      fieldSelector: want.fieldSelector,
+      metadataOnly,
+    };
+    const redact = { redactSecrets: options.state.redact_secrets };
+    const transform = (object: KubeObject): StateRecord => {
+      if (metadataOnly && object.kind !== undefined) {
+        // PartialObjectMetadata of a Secret: it stays a Secret to the gateway, without a body.
+        object.kind = resolved.kind;
+        object.apiVersion = 'v1';
+      }
+      return toStateRecord(sanitizeObject(object, resolved, redact));
+    };
+    const resource = refKey(want.ref);
+    const stop = new AbortController();
+    const informer = new Informer(kubeListWatch(deps.http, target, transform), {
+      name: resource,
+      clock,
+      logger,
+      resyncMs: want.resyncMs,
+      onChange: (change) => {
+        emit(want, resolved, change);
+      },
+      onForbidden: (err, verb) => {
+        logger.error(
+          {
+            resource,
+            namespace: target.namespace,
+            verb,
+            reason: err instanceof Error ? err.message : String(err),
+          },
+          `state watch forbidden: the collector's ServiceAccount may not ${verb} ${resource}; grant it in the ClusterRole (rbac.readAll or rbac.extraRules)`,
+        );
+      },
+      onRestart: (cause) => deps.counters?.restarted(resource, cause),
+    });
+    const done = informer.run(AbortSignal.any([lifetime.signal, stop.signal]));
+    running.set(key, { want, resolved, informer, stop, done });
+    logger.info(
+      { resource, namespace: target.namespace, origin: want.origin, metadataOnly },
+      'state watch started',
+    );
+  }
+
+  function stopWatch(key: string, why: string): void {
+    const watch = running.get(key);
+    if (watch === undefined) return;
+    running.delete(key);
+    watch.stop.abort();
+    logger.info(
+      { resource: refKey(watch.want.ref), namespace: watch.want.namespace, why },
+      'state watch stopped',
+    );
+  }
+
+  /** Applies one want's discovery answer; returns whether its watch should keep running. */
+  function applyResolution(want: Want, resolution: Resolution): boolean {
+    const key = wantKey(want);
+    if (resolution.state === 'failed') {
+      // Discovery itself failed (API server away): leave this watch as it is.
+      return running.has(key);
+    }
+    if (resolution.state === 'missing') {
+      if (unavailable.get(key) !== resolution.reason) {
+        logger.warn(
+          {
+            resource: refKey(want.ref),
+            namespace: want.namespace,
+            origin: want.origin,
+            reason: resolution.reason,
+          },
+          'state watch unavailable: the resource is not served by the API server; the other watches run on, and discovery is asked again',
+        );
+      }
+      unavailable.set(key, resolution.reason);
+      return false;
+    }
+    unavailable.delete(key);
+    if (!running.has(key)) start(want, resolution.resource, key);
+    return true;
+  }
+
+  async function reconcileOnce(): Promise<void> {
+    if (isAborted(lifetime.signal)) return;
+    const resolve = discovery.snapshot(lifetime.signal);
+    const wanted = desired();
+    const keep = new Set<string>();
+    for (const want of wanted) {
+      const resolution = await resolve(want.ref);
+      if (isAborted(lifetime.signal)) return;
+      if (applyResolution(want, resolution)) keep.add(wantKey(want));
+    }
+    for (const key of [...running.keys()]) {
+      if (!keep.has(key)) {
+        stopWatch(key, unavailable.has(key) ? 'resource removed' : 'no longer wanted');
+      }
+    }
+    for (const key of [...unavailable.keys()]) {
+      if (!wanted.some((want) => wantKey(want) === key)) unavailable.delete(key);
+    }
+  }
+
+  function reconcile(): Promise<void> {
+    reconciling = reconciling.then(reconcileOnce).catch((err: unknown) => {
+      logger.warn(
+        { reason: err instanceof Error ? err.message : String(err) },
+        'state discovery failed; retrying at the next interval',
+      );
+    });
+    return reconciling;
+  }
+
+  function watches(): StateWatchStatus[] {
+    return desired().map((want): StateWatchStatus => {
+      const key = wantKey(want);
+      const base = { resource: refKey(want.ref), namespace: want.namespace, origin: want.origin };
+      const reason = unavailable.get(key);
+      if (reason !== undefined) return { ...base, state: 'unavailable', objects: 0, reason };
+      const watch = running.get(key);
+      if (watch === undefined) return { ...base, state: 'resolving', objects: 0 };
+      const forbidden = watch.informer.forbidden();
+      if (forbidden !== undefined) {
+        return {
+          ...base,
+          state: 'forbidden',
+          objects: watch.informer.size,
+          reason: `missing verb ${forbidden.verb}`,
+        };
+      }
+      const failure = watch.informer.failure();
+      if (!watch.informer.synced() && failure?.code === 400) {
+        // Refused as asked (a malformed selector): no retry will sync it, and the rest run on.
+        return {
+          ...base,
+          state: 'unavailable',
+          objects: 0,
+          reason: `the API server refused the ${failure.verb}: ${failure.message}`,
+        };
+      }
+      return {
+        ...base,
+        state: watch.informer.synced() ? 'synced' : 'syncing',
+        objects: watch.informer.size,
+      };
+    });
+  }
+
+  function health(): ComponentHealth {
+    const all = watches();
+    const notReady = all.filter(
+      (w) =>
+        w.origin !== 'demand' &&
+        (w.state === 'syncing' || w.state === 'resolving' || w.state === 'forbidden'),
+    );
+    const describe = (w: StateWatchStatus): string =>
+      `${w.resource}${w.namespace === '' ? '' : ` (namespace ${w.namespace})`}${w.reason === undefined ? '' : `: ${w.reason}`}`;
+    if (notReady.length > 0) {
+      return {
+        state: 'unhealthy',
+        reason: notReady
+          .map((w) => `${w.state === 'forbidden' ? 'forbidden' : 'not synced'}: ${describe(w)}`)
+          .join('; '),
+      };
+    }
+    const missing = all.filter((w) => w.state === 'unavailable');
+    if (missing.length > 0) {
+      return { state: 'ok', reason: missing.map((w) => `unavailable: ${describe(w)}`).join('; ') };
+    }
+    return { state: 'ok' };
+  }
+
+  let closed: Promise<void> | undefined;
+  return {
+    name: 'state',
+    start(signal: AbortSignal): Promise<void> {
+      if (signal.aborted) lifetime.abort();
+      else
+        signal.addEventListener(
+          'abort',
+          () => {
+            lifetime.abort();
+          },
+          { once: true },
+        );
+      void reconcile();
+      timer = setInterval(() => {
+        void reconcile();
+      }, options.discoveryIntervalMs ?? DISCOVERY_INTERVAL_MS);
+      timer.unref();
+      return Promise.resolve();
+    },
+    up: () => health().state === 'ok',
+    health,
+    watches,
+    reconcileDemand(refs) {
+      const seen = new Set<string>();
+      demand = [];
+      for (const ref of refs) {
+        const key = refKey(ref);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        demand.push({
+          ref,
+          namespace: '',
+          labelSelector: '',
+          fieldSelector: '',
+          resyncMs: options.state.resync_period,
+          origin: 'demand',
+          static: false,
+        });
+      }
+      void reconcile();
+    },
+    close(): Promise<void> {
+      closed ??= (async () => {
+        lifetime.abort();
+        clearInterval(timer);
+        await reconciling;
+        await Promise.allSettled([...running.values()].map((watch) => watch.done));
+        running.clear();
+      })();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,220 @@
+// Kubernetes API reads over node:http(s) with the KubeConfig's credentials: a JSON GET and a
+// streamed watch (one JSON event per line). Why not client-node's Watch and typed lists: every
+// call there builds a new https.Agent (a new TLS context), the Accept header cannot ask for
+// PartialObjectMetadata (Secrets read as metadata only under security.profile strict), and a
+// typed list deserializes into class instances twice the size of the JSON.
+import http from 'node:http';
+import https from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { AGENT_VERSION } from '../../shared/version.js';
+
+/** A refused request; `statusCode` is what errorCode() reads. The message never holds a body. */
+export class KubeRequestError extends Error {
+  readonly statusCode: number;
+  constructor(statusCode: number, message: string) {
+    super(message);
+    this.name = 'KubeRequestError';
+    this.statusCode = statusCode;
+  }
+}
+
+/** Full objects, JSON. */
+export const ACCEPT_JSON = 'application/json';
+/** Metadata only, for a list: PartialObjectMetadataList, never an object's body. */
+export const ACCEPT_METADATA_LIST =
+  'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io';
+/** Metadata only, for a watch: each event's object is a PartialObjectMetadata. */
+export const ACCEPT_METADATA = 'application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io';
+
+const MAX_ERROR_BODY_BYTES = 16 * 1024;
+const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; watch)`;
+
+export interface KubeGet {
+  readonly path: string;
+  readonly query?: Readonly<Record<string, string | undefined>>;
+  readonly accept?: string;
+}
+
+export class KubeHttp {
+  readonly #kc: KubeConfig;
+  #agent: { key: string; agent: https.Agent } | undefined;
+
+  constructor(kc: KubeConfig) {
+    this.#kc = kc;
+  }
+
+  /** GETs and parses one JSON document. */
+  async getJson(request: KubeGet, signal: AbortSignal): Promise<unknown> {
+    const chunks: Buffer[] = [];
+    await this.#send(request, signal, (chunk) => chunks.push(chunk));
+    return parseJson(Buffer.concat(chunks).toString('utf8'), request.path);
+  }
+
+  /**
+   * Streams a watch: `onLine` gets each complete line. Resolves when the server ends the body
+   * or `signal` aborts.
+   */
+  async stream(
+    request: KubeGet,
+    signal: AbortSignal,
+    onLine: (line: string) => void,
+  ): Promise<void> {
+    let pending: Buffer[] = [];
+    await this.#send(request, signal, (chunk) => {
+      let start = 0;
+      for (let newline = chunk.indexOf(10); newline !== -1; newline = chunk.indexOf(10, start)) {
+        pending.push(chunk.subarray(start, newline));
+        const line = Buffer.concat(pending).toString('utf8');
+        pending = [];
+        start = newline + 1;
+        if (line.trim() !== '') onLine(line);
+      }
+      if (start < chunk.length) pending.push(chunk.subarray(start));
+    });
+  }
+
+  async #send(
+    request: KubeGet,
+    signal: AbortSignal,
+    onChunk: (chunk: Buffer) => void,
+  ): Promise<void> {
+    const prepared = await this.#prepare(request);
+    if (signal.aborted) return;
+    const { url, agent, headers, auth, send } = prepared;
+    await new Promise<void>((resolve, reject) => {
+      const outgoing = send(
+        url,
+        {
+          method: 'GET',
+          agent,
+          headers: { ...headers, accept: request.accept ?? ACCEPT_JSON, 'user-agent': USER_AGENT },
+          ...(auth === undefined ? {} : { auth }),
+          signal,
+        },
+        (response) => {
+          if (response.statusCode !== 200) {
+            refusal(response, url.pathname).then((err) => {
+              if (signal.aborted) resolve();
+              else reject(err);
+            }, reject);
+            return;
+          }
+          response.on('data', (chunk: Buffer) => {
+            try {
+              onChunk(chunk);
+            } catch (err: unknown) {
+              outgoing.destroy();
+              reject(err instanceof Error ? err : new Error(String(err)));
+            }
+          });
+          response.once('error', () => undefined);
+          response.once('close', () => {
+            if (response.complete || signal.aborted) resolve();
+            else reject(new Error(`${url.pathname}: connection cut before the end of the body`));
+          });
+        },
+      );
+      outgoing.once('error', (err) => {
+        if (signal.aborted) resolve();
+        else reject(err);
+      });
+      outgoing.end();
+    });
+  }
+
+  /** The URL, agent and credentials of one request, from the kubeconfig as it is now. */
+  async #prepare(request: KubeGet) {
+    const cluster = this.#kc.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    const options: https.RequestOptions = {};
+    await this.#kc.applyToHTTPSOptions(options);
+    const url = new URL(cluster.server.replace(/\/+$/, '') + request.path);
+    for (const [key, value] of Object.entries(request.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(key, value);
+    }
+    const plain = url.protocol === 'http:';
+    const proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== '';
+    const ownAgent = options.agent instanceof http.Agent ? options.agent : undefined;
+    const headers: http.OutgoingHttpHeaders =
+      options.headers === undefined || Array.isArray(options.headers)
+        ? {}
+        : (options.headers as http.OutgoingHttpHeaders);
+    return {
+      url,
+      agent: proxied || plain ? ownAgent : this.#tlsAgent(options),
+      headers,
+      auth: options.auth,
+      send: plain ? http.request : https.request,
+    };
+  }
+
+  /** One TLS agent while the kubeconfig's TLS material stays the same (a rotation makes another). */
+  #tlsAgent(options: https.RequestOptions): https.Agent {
+    const material = {
+      ca: options.ca,
+      cert: options.cert,
+      key: options.key,
+      rejectUnauthorized: options.rejectUnauthorized,
+      servername: options.servername,
+    };
+    const key = JSON.stringify(material, (_, value: unknown) =>
+      Buffer.isBuffer(value) ? value.toString('base64') : value,
+    );
+    if (this.#agent?.key === key) return this.#agent.agent;
+    const defined = Object.fromEntries(
+      Object.entries(material).filter(([, value]) => value !== undefined),
+    );
+    // No kept-alive sockets: an idle one races the server's close; the TLS context is the cost.
+    const agent = new https.Agent(defined);
+    this.#agent = { key, agent };
+    return agent;
+  }
+
+  close(): void {
+    this.#agent?.agent.destroy();
+    this.#agent = undefined;
+  }
+}
+
+/**
+ * JSON.parse whose error never quotes the text: V8's message carries a snippet of the input,
+ * and the input may be a Secret.
+ */
+export function parseJson(text: string, what: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new Error(`${what}: the API server sent a body that is not valid JSON`);
+  }
+}
+
+/** A KubeRequestError with the Status message (a Status never carries an object's data). */
+async function refusal(response: http.IncomingMessage, path: string): Promise<KubeRequestError> {
+  const status = response.statusCode ?? 0;
+  const parts: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of response as AsyncIterable<Buffer>) {
+      if (size < MAX_ERROR_BODY_BYTES) parts.push(chunk);
+      size += chunk.length;
+    }
+  } catch {
+    // A cut error body: the status alone still says what happened.
+  }
+  let message = `${path} answered HTTP ${String(status)}`;
+  let code = status;
+  try {
+    const parsed = JSON.parse(Buffer.concat(parts).toString('utf8')) as {
+      kind?: unknown;
+      message?: unknown;
+      code?: unknown;
+    };
+    if (parsed.kind === 'Status' && typeof parsed.message === 'string') {
+      message = `${message}: ${parsed.message.slice(0, 300)}`;
+    }
+    if (typeof parsed.code === 'number' && parsed.code >= 400) code = parsed.code;
+  } catch {
+    // Not a Status: the code alone.
+  }
+  return new KubeRequestError(code, message);
+}
