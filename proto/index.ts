@@ -55,3 +55,19 @@ export {
 } from './gen/agent/v1/metric.js';
 export { EventType, eventTypeToJSON, ResourceKind, StateEvent } from './gen/agent/v1/state.js';
 export { AgentMetadata } from './gen/common/v1/metadata.js';
+
+// executor.v1 consoles (console.proto).
+export {
+  ConsoleAttach,
+  ConsoleAudit,
+  ConsoleChunk,
+  ConsoleClose,
+  ConsoleEndReason,
+  ConsoleExit,
+  ConsoleOpen,
+  ConsoleOpened,
+  ConsoleRequest,
+  ConsoleResponse,
+  ConsoleStream,
+  TerminalSize,
+} from './gen/executor/v1/console.js';

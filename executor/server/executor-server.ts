@@ -27,6 +27,7 @@ import {
 import type { Service } from '../../shared/lifecycle/service.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import type { AuthorizationRefusalCode, CommandGuard } from '../guard/authorize-command.js';
+import { handleConsoleStream, refuseConsoleStream, type ConsoleRpcDeps } from './console-rpc.js';
 import { claimSocketDir, clearSocketPath, openSocketDir } from './socket-dir.js';
 
 export interface SocketLimits {
@@ -68,6 +69,8 @@ export interface ExecutorServerOptions {
   /** How long close() waits for calls in flight before forcing the server down. */
   readonly shutdownTimeoutMs: number;
   readonly limits?: Partial<SocketLimits>;
+  /** Consoles (console-rpc.ts); absent: every console stream is refused as GATE_DISABLED. */
+  readonly consoles?: ConsoleRpcDeps | undefined;
 }
 
 export interface ExecutorServerDeps {
@@ -193,6 +196,10 @@ export function createExecutorServer(
         });
       }
     },
+    console(call) {
+      if (options.consoles === undefined) refuseConsoleStream(call);
+      else handleConsoleStream(call, options.consoles);
+    },
   };
   server.addService(ExecutorServiceService, implementation);
   const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
@@ -246,6 +253,7 @@ export function createExecutorServer(
     },
     close() {
       closing ??= new Promise<void>((resolve) => {
+        options.consoles?.sessions.closeAll();
         // Stop accepting first; net.Server.close removes the socket file it created.
         listener.close();
         injector.drain(options.shutdownTimeoutMs);

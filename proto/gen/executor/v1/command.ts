@@ -43,6 +43,15 @@ export const RefusalCode = {
    * the request it came with.
    */
   REFUSAL_CODE_SIGNATURE_MISMATCH: 9,
+  /**
+   * REFUSAL_CODE_NOT_FOUND - Consoles (10..14).
+   * The target does not exist (pod, container) or the session to attach is gone.
+   */
+  REFUSAL_CODE_NOT_FOUND: 10,
+  /** REFUSAL_CODE_RESUME_EXPIRED - The session to attach ended when its resume window passed. */
+  REFUSAL_CODE_RESUME_EXPIRED: 11,
+  /** REFUSAL_CODE_EXEC_FAILED - The exec connection to the API server failed (not an authorization answer). */
+  REFUSAL_CODE_EXEC_FAILED: 12,
   UNRECOGNIZED: -1,
 } as const;
 
@@ -59,6 +68,9 @@ export namespace RefusalCode {
   export type REFUSAL_CODE_SIGNATURE_EXPIRED = typeof RefusalCode.REFUSAL_CODE_SIGNATURE_EXPIRED;
   export type REFUSAL_CODE_SIGNATURE_REPLAYED = typeof RefusalCode.REFUSAL_CODE_SIGNATURE_REPLAYED;
   export type REFUSAL_CODE_SIGNATURE_MISMATCH = typeof RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH;
+  export type REFUSAL_CODE_NOT_FOUND = typeof RefusalCode.REFUSAL_CODE_NOT_FOUND;
+  export type REFUSAL_CODE_RESUME_EXPIRED = typeof RefusalCode.REFUSAL_CODE_RESUME_EXPIRED;
+  export type REFUSAL_CODE_EXEC_FAILED = typeof RefusalCode.REFUSAL_CODE_EXEC_FAILED;
   export type UNRECOGNIZED = typeof RefusalCode.UNRECOGNIZED;
 }
 
@@ -94,6 +106,15 @@ export function refusalCodeFromJSON(object: any): RefusalCode {
     case 9:
     case "REFUSAL_CODE_SIGNATURE_MISMATCH":
       return RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH;
+    case 10:
+    case "REFUSAL_CODE_NOT_FOUND":
+      return RefusalCode.REFUSAL_CODE_NOT_FOUND;
+    case 11:
+    case "REFUSAL_CODE_RESUME_EXPIRED":
+      return RefusalCode.REFUSAL_CODE_RESUME_EXPIRED;
+    case 12:
+    case "REFUSAL_CODE_EXEC_FAILED":
+      return RefusalCode.REFUSAL_CODE_EXEC_FAILED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -123,6 +144,12 @@ export function refusalCodeToJSON(object: RefusalCode): string {
       return "REFUSAL_CODE_SIGNATURE_REPLAYED";
     case RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH:
       return "REFUSAL_CODE_SIGNATURE_MISMATCH";
+    case RefusalCode.REFUSAL_CODE_NOT_FOUND:
+      return "REFUSAL_CODE_NOT_FOUND";
+    case RefusalCode.REFUSAL_CODE_RESUME_EXPIRED:
+      return "REFUSAL_CODE_RESUME_EXPIRED";
+    case RefusalCode.REFUSAL_CODE_EXEC_FAILED:
+      return "REFUSAL_CODE_EXEC_FAILED";
     case RefusalCode.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

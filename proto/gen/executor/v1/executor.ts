@@ -10,8 +10,10 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientUnaryCall,
+  type handleBidiStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -19,6 +21,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { CommandTarget, Refusal, SignedCommand } from "./command.js";
+import { ConsoleRequest, ConsoleResponse } from "./console.js";
 
 export const protobufPackage = "executor.v1";
 
@@ -593,6 +596,20 @@ export const ExecutorServiceService = {
       Buffer.from(AuthorizeCommandResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AuthorizeCommandResponse => AuthorizeCommandResponse.decode(value),
   },
+  /**
+   * Consoles (console.proto): one stream per console; the first input opens a session or
+   * re-attaches one. The executor checks the signed command, exec.pod and its limits on every
+   * open, and execs with its own identity.
+   */
+  console: {
+    path: "/executor.v1.ExecutorService/Console" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: ConsoleRequest): Buffer => Buffer.from(ConsoleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConsoleRequest => ConsoleRequest.decode(value),
+    responseSerialize: (value: ConsoleResponse): Buffer => Buffer.from(ConsoleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConsoleResponse => ConsoleResponse.decode(value),
+  },
 } as const;
 
 export interface ExecutorServiceServer extends UntypedServiceImplementation {
@@ -609,6 +626,12 @@ export interface ExecutorServiceServer extends UntypedServiceImplementation {
    * spent: its nonce is recorded and a second use is refused as REPLAYED.
    */
   authorizeCommand: handleUnaryCall<AuthorizeCommandRequest, AuthorizeCommandResponse>;
+  /**
+   * Consoles (console.proto): one stream per console; the first input opens a session or
+   * re-attaches one. The executor checks the signed command, exec.pod and its limits on every
+   * open, and execs with its own identity.
+   */
+  console: handleBidiStreamingCall<ConsoleRequest, ConsoleResponse>;
 }
 
 export interface ExecutorServiceClient extends Client {
@@ -653,6 +676,14 @@ export interface ExecutorServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AuthorizeCommandResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Consoles (console.proto): one stream per console; the first input opens a session or
+   * re-attaches one. The executor checks the signed command, exec.pod and its limits on every
+   * open, and execs with its own identity.
+   */
+  console(): ClientDuplexStream<ConsoleRequest, ConsoleResponse>;
+  console(options: Partial<CallOptions>): ClientDuplexStream<ConsoleRequest, ConsoleResponse>;
+  console(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<ConsoleRequest, ConsoleResponse>;
 }
 
 export const ExecutorServiceClient = makeGenericClientConstructor(
