@@ -114,7 +114,7 @@ describe('handshake capabilities', () => {
   it('advertises logs only while the log collector runs, never state or metrics it lacks', async () => {
     // State and metrics are enabled by default, but this version has no such collector.
     const on = await advertised([]);
-    expect(on.caps).toEqual({ logs: true, state: false, metrics: false });
+    expect(on.caps).toEqual({ logs: true, state: false, metrics: false, podConsoles: false });
     const said = on.logs.lines.find((l) => l.msg.startsWith('collectors enabled in the config'));
     expect(said?.['collectors']).toEqual(['collect.state', 'collect.metrics']);
 
@@ -124,7 +124,7 @@ describe('handshake capabilities', () => {
       '  state: { enabled: false }',
       '  metrics: { enabled: false }',
     ]);
-    expect(off.caps).toEqual({ logs: false, state: false, metrics: false });
+    expect(off.caps).toEqual({ logs: false, state: false, metrics: false, podConsoles: false });
     expect(off.logs.lines.some((l) => l.msg.startsWith('collectors enabled in the config'))).toBe(
       false,
     );

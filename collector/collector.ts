@@ -2,6 +2,7 @@
 // server from the loaded config and returns them as Services in start order. No process access
 // and no logic of its own beyond mapping config keys and readiness rules; collector/main.ts
 // owns argv, env, signals and the exit code.
+import { createConsoleRelay } from './consoles/console-relay.js';
 import { join } from 'node:path';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -67,6 +68,11 @@ export interface CollectorDeps {
    * The stream's liveness timers (keepalive pings, stall timeout), for tests that need a dead
    * gateway found in seconds. Not config keys: the defaults suit every gateway we know.
    */
+  /**
+   * Pod consoles, relayed to the executor on this socket: set only when the executor said it has
+   * exec.pod on (main.ts asks it at start). Absent: not advertised, requests ignored.
+   */
+  readonly consoles?: { readonly executorSocket: string };
   readonly streamTuning?: Pick<
     GatewayStreamOptions,
     'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
@@ -188,6 +194,17 @@ export function createCollector(
     sources.push(podLogs);
   }
   reportUnimplementedCollectors(collect, logger);
+  const consoleRelay =
+    deps.consoles === undefined
+      ? undefined
+      : createConsoleRelay({
+          socketPath: deps.consoles.executorSocket,
+          logger,
+          // Audit records are durable items the overflow policy never drops.
+          enqueue: (item) => {
+            buffer.enqueue(item);
+          },
+        });
 
   const stream = new GatewayStream(
     {
@@ -207,7 +224,10 @@ export function createCollector(
         agentVersion: AGENT_VERSION,
         clusterId: identity.clusterId,
         agentId: identity.agentId,
-        capabilities: advertisedCapabilities({ logs: podLogs !== undefined }),
+        capabilities: {
+          ...advertisedCapabilities({ logs: podLogs !== undefined }),
+          podConsoles: consoleRelay !== undefined,
+        },
       },
       ...deps.streamTuning,
     },
@@ -219,6 +239,7 @@ export function createCollector(
       sourceCounters: () => podLogCounters.ingestTotals(),
       quarantinedItems: () => buffer.stats().quarantined,
       // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
+      ...(consoleRelay === undefined ? {} : { consoleHandler: consoleRelay.handle }),
       onConfigUpdate: (update) => {
         if (podLogs === undefined || update.config?.ingestRules === undefined) return;
         ingestLimits = applyIngestRules(ingestLimits, update.config.ingestRules);

@@ -35,6 +35,10 @@ const describers: Describers = {
     `${prefix(m.namespace)}${m.name} cpu ${m.cpuNanocores}n mem ${m.memoryBytes}B`,
   prometheusMetrics: (p) => clip(p.targetUrl),
   catalog: (c) => `${c.entries.length} resources`,
+  auditRecord: (a) =>
+    clip(
+      `${a.event} ${a.target} by ${a.principal || '?'}${a.refusalCode ? ` refused ${a.refusalCode}` : ''}`,
+    ),
   resourceQueryResult: (r) =>
     r.error
       ? `query ${r.queryId} error ${r.error.code}: ${r.error.message}`

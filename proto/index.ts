@@ -71,3 +71,17 @@ export {
   ConsoleStream,
   TerminalSize,
 } from './gen/executor/v1/console.js';
+
+// agent.v1 consoles and audit records (console.proto, audit.proto).
+export { AuditRecord } from './gen/agent/v1/audit.js';
+export {
+  ConsoleAgentFrame,
+  ConsoleAttachRequest,
+  ConsoleExitEvent,
+  ConsoleGatewayFrame,
+  ConsoleOpenedEvent,
+  ConsoleOpenRequest,
+  ConsoleOutputChunk,
+  ConsoleRefusal,
+  ConsoleResize,
+} from './gen/agent/v1/console.js';

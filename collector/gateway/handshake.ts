@@ -17,6 +17,8 @@ export interface AgentIdentity {
     readonly logs: boolean;
     readonly state: boolean;
     readonly metrics: boolean;
+    /** Pod consoles: the executor has exec.pod on (it said so over its socket). */
+    readonly podConsoles?: boolean;
   };
 }
 
@@ -30,7 +32,7 @@ export function buildHandshake(identity: AgentIdentity): AgentMessage {
         protoVersion: SUPPORTED_PROTO_VERSIONS[0] ?? 'v1',
         clusterId: identity.clusterId,
         tenantToken: identity.tenantToken,
-        caps: { ...identity.capabilities },
+        caps: { podConsoles: false, ...identity.capabilities },
         supportedProtoVersions: [...SUPPORTED_PROTO_VERSIONS],
       },
     },

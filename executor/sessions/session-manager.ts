@@ -119,8 +119,11 @@ export function createSessionManager(
       }
       sessions.set(session.id, session);
       session.started(process);
-      deps.audit(session.auditRecord('open'));
+      const openRecord = session.auditRecord('open');
+      deps.audit(openRecord);
       session.attach(sink, 0, description.principal);
+      // The open's audit record also travels to the gateway (as a durable message there).
+      sink.send({ output: { $case: 'audit', value: openRecord } });
       return session;
     },
     attach(sessionId, resumeAfter, sink) {

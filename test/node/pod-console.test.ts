@@ -2,44 +2,27 @@
 // holds the stream as a collector (possibly a compromised one) would. The executor execs with its
 // own ServiceAccount (a token minted here, RBAC as the chart grants it), against a real kubelet and
 // runtime: a real TTY, real exit codes, real flow control.
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import {
-  CoreV1Api,
-  KubeConfig,
-  RbacAuthorizationV1Api,
-  type AuthenticationV1TokenRequest,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ConsoleEndReason, RefusalCode, type ExecutorServiceClient } from '../../proto/index.js';
-import { systemClock } from '../../shared/clock.js';
+import { ConsoleEndReason, RefusalCode } from '../../proto/index.js';
 import {
   generateCommandKeyPair,
   type CommandKeyPair,
 } from '../../shared/signed-command/sign-command.js';
-import { createCommandGuard, type GateName } from '../../executor/guard/authorize-command.js';
-import { createCommandVerifier, loadCommandKeys } from '../../executor/guard/verify-command.js';
-import { createExecutorServer } from '../../executor/server/executor-server.js';
-import {
-  createPodConsoles,
-  resumeWindowMs,
-  type ExecPodConfig,
-} from '../../executor/sessions/pod-consoles.js';
-import {
-  createSessionManager,
-  type SessionManager,
-} from '../../executor/sessions/session-manager.js';
+import type { GateName } from '../../executor/guard/authorize-command.js';
+import type { ExecPodConfig } from '../../executor/sessions/pod-consoles.js';
 import { clusterVersions } from '../cluster/cluster.js';
 import { REAL_NODE_LABEL, REAL_NODE_TAINT } from '../cluster/node.js';
 import {
+  serviceAccountIdentity,
+  startTestExecutor,
+  type RunningExecutor,
+} from '../helpers/console-executor.js';
+import {
   ConsoleStreamClient,
-  consoleClient,
   signConsoleOpen,
   type ConsoleTarget,
 } from '../helpers/console-stream.js';
-import { captureLogger } from '../helpers/executor-socket.js';
 import {
   createTestNamespace,
   eventually,
@@ -50,56 +33,12 @@ import {
 const kubeconfigPath = inject('kubeconfigPath');
 const admin = loadKubeConfig(kubeconfigPath);
 const core = admin.makeApiClient(CoreV1Api);
-const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
 const busybox = clusterVersions()['BUSYBOX_IMAGE'] ?? '';
 const platform: CommandKeyPair = generateCommandKeyPair();
 const KEY_ID = 'platform-test';
 const SIGNER = { key: platform, keyId: KEY_ID };
 
 let ns: TestNamespace;
-
-/** A ServiceAccount's own kubeconfig: the admin's cluster, the account's token. */
-async function identity(name: string, execAllowed: boolean): Promise<KubeConfig> {
-  await core.createNamespacedServiceAccount({ namespace: ns.name, body: { metadata: { name } } });
-  const rules = [{ apiGroups: [''], resources: ['pods'], verbs: ['get'] }];
-  if (execAllowed) {
-    rules.push({ apiGroups: [''], resources: ['pods/exec'], verbs: ['get', 'create'] });
-  }
-  await rbac.createNamespacedRole({ namespace: ns.name, body: { metadata: { name }, rules } });
-  await rbac.createNamespacedRoleBinding({
-    namespace: ns.name,
-    body: {
-      metadata: { name },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
-      subjects: [{ kind: 'ServiceAccount', name, namespace: ns.name }],
-    },
-  });
-  const request: AuthenticationV1TokenRequest = {
-    spec: { audiences: [], expirationSeconds: 3600 },
-  };
-  const token = await core.createNamespacedServiceAccountToken({
-    name,
-    namespace: ns.name,
-    body: request,
-  });
-  const cluster = admin.getCurrentCluster();
-  if (cluster === null) throw new Error('no cluster in the admin kubeconfig');
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [cluster],
-    users: [{ name, token: token.status?.token ?? '' }],
-    contexts: [{ name, cluster: cluster.name, user: name }],
-    currentContext: name,
-  });
-  return kc;
-}
-
-interface RunningExecutor {
-  readonly client: ExecutorServiceClient;
-  readonly sessions: SessionManager;
-  readonly auditLines: () => Record<string, unknown>[];
-  close(): Promise<void>;
-}
 
 const running: RunningExecutor[] = [];
 
@@ -108,65 +47,13 @@ async function startExecutor(
   pod: Partial<ExecPodConfig>,
   gates: GateName[] = ['podExec'],
 ): Promise<RunningExecutor> {
-  const dir = await mkdtemp(join(tmpdir(), 'kubexa-console-'));
-  const socketPath = join(dir, 'executor', 'executor.sock');
-  const config: ExecPodConfig = {
-    enabled: gates.includes('podExec'),
-    rules: [{ id: 'test-pods', namespace: ns.name, names: ['console-*'], containers: [] }],
-    default_shell: '/bin/sh',
-    max_session_sec: 3600,
-    max_sessions: 4,
-    resume_window_sec: 60,
-    ...pod,
-  };
-  const { logger, lines } = captureLogger();
-  const guard = createCommandGuard(
-    createCommandVerifier({
-      keys: loadCommandKeys([{ id: KEY_ID, public_key: platform.publicKeyPem }]),
-      clock: systemClock,
-    }),
-    new Set(gates),
-  );
-  const audit = (record: unknown) => {
-    logger.info({ audit: record }, 'console audit');
-  };
-  const sessions = createSessionManager(
-    {
-      maxSessions: config.max_sessions,
-      maxSessionMs: config.max_session_sec * 1000,
-      resumeWindowMs: resumeWindowMs(config.resume_window_sec),
-      outputWindowBytes: 1024 * 1024,
-      maxChunkBytes: 32 * 1024,
-    },
-    { logger, audit },
-  );
-  const server = createExecutorServer(
-    {
-      socketPath,
-      enabledGates: [],
-      guard,
-      shutdownTimeoutMs: 2000,
-      consoles: {
-        pods: createPodConsoles({ config, guard, kube, sessions }),
-        sessions,
-        logger,
-        audit,
-      },
-    },
-    { logger },
-  );
-  await server.start(new AbortController().signal);
-  const client = consoleClient(socketPath);
-  const executor: RunningExecutor = {
-    client,
-    sessions,
-    auditLines: () => lines().filter((line) => line['msg'] === 'console audit'),
-    async close() {
-      client.close();
-      await server.close();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
+  const executor = await startTestExecutor({
+    kube,
+    namespace: ns.name,
+    commandKey: { id: KEY_ID, publicKeyPem: platform.publicKeyPem },
+    pod,
+    gates,
+  });
   running.push(executor);
   return executor;
 }
@@ -232,8 +119,8 @@ beforeAll(async () => {
   ns = await createTestNamespace(admin, 'pod-console');
   await core.createNamespacedPod({ namespace: ns.name, body: realNodePod('console-shell') });
   await core.createNamespacedPod({ namespace: ns.name, body: realNodePod('outside-rules') });
-  executorKube = await identity('executor', true);
-  noExecKube = await identity('no-exec', false);
+  executorKube = await serviceAccountIdentity(admin, ns.name, 'executor', true);
+  noExecKube = await serviceAccountIdentity(admin, ns.name, 'no-exec', false);
   for (const name of ['console-shell', 'outside-rules']) {
     await eventually(
       `pod ${name} running`,

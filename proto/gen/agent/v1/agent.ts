@@ -18,7 +18,9 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { AgentMetadata } from "../../common/v1/metadata.js";
+import { AuditRecord } from "./audit.js";
 import { ResourceCatalog } from "./catalog.js";
+import { ConsoleAgentFrame, ConsoleAttachRequest, ConsoleGatewayFrame, ConsoleOpenRequest } from "./console.js";
 import { LogBatch } from "./log.js";
 import { MetricBatch, MetricsEvent, PrometheusMetricsEvent } from "./metric.js";
 import { ResourceKind, resourceKindFromJSON, resourceKindToJSON, StateEvent } from "./state.js";
@@ -248,6 +250,13 @@ export interface AgentMessage {
     | { $case: "prometheusMetrics"; value: PrometheusMetricsEvent }
     | { $case: "catalog"; value: ResourceCatalog }
     | { $case: "resourceQueryResult"; value: ResourceQueryResult }
+    | //
+    /**
+     * Consoles: 12..15 reserved for console events on Connect (none needed yet: a console's
+     * traffic is on its own Console call).
+     * audit_record: durable, through the buffer, never dropped by the overflow policy.
+     */
+    { $case: "auditRecord"; value: AuditRecord }
     | undefined;
 }
 
@@ -272,6 +281,8 @@ export interface AgentCapabilities {
   logs: boolean;
   state: boolean;
   metrics: boolean;
+  /** pod_consoles: the agent answers console_open/console_attach and serves Console calls. */
+  podConsoles: boolean;
 }
 
 /** Heartbeat is sent on the stream every heartbeat interval, never buffered. */
@@ -309,6 +320,10 @@ export interface GatewayMessage {
     | { $case: "backpressure"; value: BackpressureSignal }
     | { $case: "shutdown"; value: Shutdown }
     | { $case: "resourceQuery"; value: ResourceQuery }
+    | //
+    /** Consoles (console.proto): only sent to an agent that advertises pod_consoles. */
+    { $case: "consoleOpen"; value: ConsoleOpenRequest }
+    | { $case: "consoleAttach"; value: ConsoleAttachRequest }
     | undefined;
 }
 
@@ -504,6 +519,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "resourceQueryResult":
         ResourceQueryResult.encode(message.payload.value, writer.uint32(90).fork()).join();
         break;
+      case "auditRecord":
+        AuditRecord.encode(message.payload.value, writer.uint32(146).fork()).join();
+        break;
     }
     return writer;
   },
@@ -615,6 +633,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             };
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.payload = { $case: "auditRecord", value: AuditRecord.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -659,6 +685,10 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resourceQueryResult) }
         : isSet(object.resource_query_result)
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resource_query_result) }
+        : isSet(object.auditRecord)
+        ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.auditRecord) }
+        : isSet(object.audit_record)
+        ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.audit_record) }
         : undefined,
     };
   },
@@ -689,6 +719,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.catalog = ResourceCatalog.toJSON(message.payload.value);
     } else if (message.payload?.$case === "resourceQueryResult") {
       obj.resourceQueryResult = ResourceQueryResult.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "auditRecord") {
+      obj.auditRecord = AuditRecord.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -760,6 +792,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             $case: "resourceQueryResult",
             value: ResourceQueryResult.fromPartial(object.payload.value),
           };
+        }
+        break;
+      }
+      case "auditRecord": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "auditRecord", value: AuditRecord.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -947,7 +985,7 @@ export const HandshakeRequest: MessageFns<HandshakeRequest> = {
 };
 
 function createBaseAgentCapabilities(): AgentCapabilities {
-  return { logs: false, state: false, metrics: false };
+  return { logs: false, state: false, metrics: false, podConsoles: false };
 }
 
 export const AgentCapabilities: MessageFns<AgentCapabilities> = {
@@ -960,6 +998,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.metrics !== false) {
       writer.uint32(24).bool(message.metrics);
+    }
+    if (message.podConsoles !== false) {
+      writer.uint32(32).bool(message.podConsoles);
     }
     return writer;
   },
@@ -1001,6 +1042,14 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.metrics = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.podConsoles = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1018,6 +1067,11 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
       logs: isSet(object.logs) ? globalThis.Boolean(object.logs) : false,
       state: isSet(object.state) ? globalThis.Boolean(object.state) : false,
       metrics: isSet(object.metrics) ? globalThis.Boolean(object.metrics) : false,
+      podConsoles: isSet(object.podConsoles)
+        ? globalThis.Boolean(object.podConsoles)
+        : isSet(object.pod_consoles)
+        ? globalThis.Boolean(object.pod_consoles)
+        : false,
     };
   },
 
@@ -1032,6 +1086,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.metrics !== false) {
       obj.metrics = message.metrics;
     }
+    if (message.podConsoles !== false) {
+      obj.podConsoles = message.podConsoles;
+    }
     return obj;
   },
 
@@ -1043,6 +1100,7 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.logs = object.logs ?? false;
     message.state = object.state ?? false;
     message.metrics = object.metrics ?? false;
+    message.podConsoles = object.podConsoles ?? false;
     return message;
   },
 };
@@ -1384,6 +1442,12 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "resourceQuery":
         ResourceQuery.encode(message.payload.value, writer.uint32(58).fork()).join();
         break;
+      case "consoleOpen":
+        ConsoleOpenRequest.encode(message.payload.value, writer.uint32(66).fork()).join();
+        break;
+      case "consoleAttach":
+        ConsoleAttachRequest.encode(message.payload.value, writer.uint32(74).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1457,6 +1521,22 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
             message.payload = { $case: "resourceQuery", value: ResourceQuery.decode(reader, reader.uint32()) };
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.payload = { $case: "consoleOpen", value: ConsoleOpenRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.payload = { $case: "consoleAttach", value: ConsoleAttachRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1490,6 +1570,14 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
         ? { $case: "resourceQuery", value: ResourceQuery.fromJSON(object.resourceQuery) }
         : isSet(object.resource_query)
         ? { $case: "resourceQuery", value: ResourceQuery.fromJSON(object.resource_query) }
+        : isSet(object.consoleOpen)
+        ? { $case: "consoleOpen", value: ConsoleOpenRequest.fromJSON(object.consoleOpen) }
+        : isSet(object.console_open)
+        ? { $case: "consoleOpen", value: ConsoleOpenRequest.fromJSON(object.console_open) }
+        : isSet(object.consoleAttach)
+        ? { $case: "consoleAttach", value: ConsoleAttachRequest.fromJSON(object.consoleAttach) }
+        : isSet(object.console_attach)
+        ? { $case: "consoleAttach", value: ConsoleAttachRequest.fromJSON(object.console_attach) }
         : undefined,
     };
   },
@@ -1511,6 +1599,10 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       obj.shutdown = Shutdown.toJSON(message.payload.value);
     } else if (message.payload?.$case === "resourceQuery") {
       obj.resourceQuery = ResourceQuery.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "consoleOpen") {
+      obj.consoleOpen = ConsoleOpenRequest.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "consoleAttach") {
+      obj.consoleAttach = ConsoleAttachRequest.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -1555,6 +1647,18 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "resourceQuery": {
         if (object.payload?.value !== undefined && object.payload?.value !== null) {
           message.payload = { $case: "resourceQuery", value: ResourceQuery.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "consoleOpen": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "consoleOpen", value: ConsoleOpenRequest.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "consoleAttach": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "consoleAttach", value: ConsoleAttachRequest.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -3643,6 +3747,20 @@ export const AgentServiceService = {
     responseSerialize: (value: GatewayMessage): Buffer => Buffer.from(GatewayMessage.encode(value).finish()),
     responseDeserialize: (value: Buffer): GatewayMessage => GatewayMessage.decode(value),
   },
+  /**
+   * Consoles (console.proto): one call per console, dialled by the agent after the gateway's
+   * console_open or console_attach on Connect (which a gateway sends only to an agent that
+   * advertised AgentCapabilities.pod_consoles).
+   */
+  console: {
+    path: "/agent.v1.AgentService/Console" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: ConsoleAgentFrame): Buffer => Buffer.from(ConsoleAgentFrame.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConsoleAgentFrame => ConsoleAgentFrame.decode(value),
+    responseSerialize: (value: ConsoleGatewayFrame): Buffer => Buffer.from(ConsoleGatewayFrame.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConsoleGatewayFrame => ConsoleGatewayFrame.decode(value),
+  },
 } as const;
 
 export interface AgentServiceServer extends UntypedServiceImplementation {
@@ -3652,6 +3770,12 @@ export interface AgentServiceServer extends UntypedServiceImplementation {
    * live queries.
    */
   connect: handleBidiStreamingCall<AgentMessage, GatewayMessage>;
+  /**
+   * Consoles (console.proto): one call per console, dialled by the agent after the gateway's
+   * console_open or console_attach on Connect (which a gateway sends only to an agent that
+   * advertised AgentCapabilities.pod_consoles).
+   */
+  console: handleBidiStreamingCall<ConsoleAgentFrame, ConsoleGatewayFrame>;
 }
 
 export interface AgentServiceClient extends Client {
@@ -3663,6 +3787,17 @@ export interface AgentServiceClient extends Client {
   connect(): ClientDuplexStream<AgentMessage, GatewayMessage>;
   connect(options: Partial<CallOptions>): ClientDuplexStream<AgentMessage, GatewayMessage>;
   connect(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<AgentMessage, GatewayMessage>;
+  /**
+   * Consoles (console.proto): one call per console, dialled by the agent after the gateway's
+   * console_open or console_attach on Connect (which a gateway sends only to an agent that
+   * advertised AgentCapabilities.pod_consoles).
+   */
+  console(): ClientDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
+  console(options: Partial<CallOptions>): ClientDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
+  console(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
 }
 
 export const AgentServiceClient = makeGenericClientConstructor(
