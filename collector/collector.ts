@@ -2,6 +2,7 @@
 // server from the loaded config and returns them as Services in start order. No process access
 // and no logic of its own beyond mapping config keys and readiness rules; collector/main.ts
 // owns argv, env, signals and the exit code.
+import { createConsoleRelay } from './consoles/console-relay.js';
 import { join } from 'node:path';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -87,6 +88,11 @@ export interface CollectorDeps {
   readonly catalogIntervalMs?: number;
   /** How often the state source asks discovery again (CRDs that came or went); tests shorten it. */
   readonly stateDiscoveryIntervalMs?: number;
+  /**
+   * Pod consoles, relayed to the executor on this socket: set only when the executor said it has
+   * exec.pod on (main.ts asks it at start). Absent: not advertised, requests ignored.
+   */
+  readonly consoles?: { readonly executorSocket: string };
   readonly streamTuning?: Pick<
     GatewayStreamOptions,
     'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
@@ -271,6 +277,17 @@ export function createCollector(
       ...(executor === undefined ? {} : { executor }),
     },
   );
+  const consoleRelay =
+    deps.consoles === undefined
+      ? undefined
+      : createConsoleRelay({
+          socketPath: deps.consoles.executorSocket,
+          logger,
+          // Audit records are durable items the overflow policy never drops.
+          enqueue: (item) => {
+            buffer.enqueue(item);
+          },
+        });
 
   const stream = new GatewayStream(
     {
@@ -300,6 +317,7 @@ export function createCollector(
           }),
           query: true,
           catalog: true,
+          podConsoles: consoleRelay !== undefined,
         },
       },
       ...deps.streamTuning,
@@ -312,6 +330,7 @@ export function createCollector(
       sourceCounters: () => podLogCounters.ingestTotals(),
       quarantinedItems: () => buffer.stats().quarantined,
       // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
+      ...(consoleRelay === undefined ? {} : { consoleHandler: consoleRelay.handle }),
       onConfigUpdate: (update) => {
         // Demand watchers: only an update that carries watchers reconciles them.
         const demand = demandRefs(update);

@@ -13,7 +13,9 @@ import { AgentError, ConfigError, getErrorMessage } from '../shared/errors.js';
 import { startServices } from '../shared/lifecycle/service.js';
 import { createLogger } from '../shared/logging/create-logger.js';
 import { AGENT_VERSION } from '../shared/version.js';
+import { Gate } from '../proto/index.js';
 import { resolveAgentId } from './agent-id.js';
+import { createExecutorClient } from './executor-client/executor-client.js';
 import { createCollector, describeKubeError, readClusterId } from './collector.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
@@ -78,6 +80,29 @@ async function clusterIdWithRetry(
   }
 }
 
+/**
+ * Consoles are relayed only when the executor says exec.pod is on (its own config decides; the
+ * collector advertises pod_consoles to the gateway only then).
+ */
+async function consoleRelayTarget(logger: Logger): Promise<{ executorSocket: string } | undefined> {
+  const socket = process.env['KUBEXA_EXECUTOR_SOCKET'];
+  if (socket === undefined || socket === '') return undefined;
+  const client = createExecutorClient(socket);
+  try {
+    const answer = await client.getCapabilities(randomUUID(), AbortSignal.timeout(5000));
+    if (!answer.enabledGates.includes(Gate.GATE_POD_EXEC)) return undefined;
+    return { executorSocket: socket };
+  } catch (err: unknown) {
+    logger.warn(
+      { reason: getErrorMessage(err) },
+      'the executor did not answer at start: pod consoles are not advertised',
+    );
+    return undefined;
+  } finally {
+    client.close();
+  }
+}
+
 async function main(): Promise<void> {
   const { values: args } = parseArgs({
     options: { config: { type: 'string', default: DEFAULT_CONFIG_PATH } },
@@ -123,10 +148,16 @@ async function main(): Promise<void> {
     'collector starting',
   );
 
+  const consoles = await consoleRelayTarget(logger);
   const collector = createCollector(
     config,
     { clusterId, agentId: agent.agentId },
-    { logger, kube, executorSocket: process.env['KUBEXA_EXECUTOR_SOCKET'] },
+    {
+      logger,
+      kube,
+      executorSocket: process.env['KUBEXA_EXECUTOR_SOCKET'],
+      ...(consoles === undefined ? {} : { consoles }),
+    },
   );
   const stop = new AbortController();
   const closeAll = await startServices(collector.services, stop.signal);

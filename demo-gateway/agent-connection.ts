@@ -103,12 +103,19 @@ function identityOf(
 }
 
 /** One agent's Connect call as seen by the demo gateway. */
+/** The handshake's pod_consoles flag (absent in a Go agent's handshake: false). */
+function advertisesConsoles(request: HandshakeRequest): boolean {
+  return request.caps?.podConsoles === true;
+}
+
 export class AgentConnection {
   readonly #call: Call;
   readonly #options: AdmissionOptions;
   readonly #hooks: ConnectionHooks;
   #info: SessionInfo;
   #handshaken = false;
+  /** The agent advertised pod_consoles: only then is it sent console requests. */
+  podConsoles = false;
   #pendingAcks: string[] = [];
   #ackScheduled = false;
   readonly #queries = new Map<
@@ -305,6 +312,7 @@ export class AgentConnection {
       return;
     }
     const request = payload.value;
+    this.podConsoles = advertisesConsoles(request);
     const header = this.#call.metadata.get('x-tenant-token')[0]?.toString() ?? '';
     const token = request.tenantToken === '' ? header : request.tenantToken;
     this.#update(identityOf(message, request, this.#info.agentId));

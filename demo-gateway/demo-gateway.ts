@@ -1,3 +1,5 @@
+import { createCommandSigner, type CommandSigner } from './command-signer.js';
+import { ConsoleHub } from './console-hub.js';
 import { EventEmitter } from 'node:events';
 import { Server, ServerCredentials, status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -47,6 +49,9 @@ const SHUTDOWN_GRACE_MS = 2000;
  */
 export class DemoGateway {
   readonly store: MessageStore;
+  /** Signs privileged requests; its public key goes into the executor's command_keys. */
+  readonly commandSigner: CommandSigner = createCommandSigner();
+  readonly consoles: ConsoleHub;
   readonly events = new EventEmitter<DemoGatewayEvents>();
   readonly #options: DemoGatewayOptions;
   readonly #logger: Logger;
@@ -63,6 +68,16 @@ export class DemoGateway {
     this.#logger = deps.logger.child({ component: 'demo-gateway' });
     this.#now = deps.now ?? Date.now;
     this.store = new MessageStore(options.databasePath);
+    this.consoles = new ConsoleHub(this.commandSigner, (sessionId, payload) => {
+      const connection = this.#connections.get(sessionId);
+      // An agent that did not advertise pod_consoles is never sent console requests.
+      if (connection?.podConsoles === true) return connection.send(payload);
+      return false;
+    });
+    this.events.on('message', (message) => {
+      if (message.payload?.$case === 'auditRecord')
+        this.consoles.recordAudit(message.payload.value);
+    });
     const impl: AgentServiceServer = {
       connect: (call) => {
         // The connection lives as long as its call: the call's listeners hold it.
@@ -82,6 +97,9 @@ export class DemoGateway {
             this.events.emit('session', c.info);
           },
         });
+      },
+      console: (call) => {
+        this.consoles.accept(call);
       },
     };
     this.#server.addService(AgentServiceService, impl);

@@ -36,5 +36,9 @@ export function describeControl(payload: ControlPayload): string {
       return `shutdown: ${payload.value.reason}`;
     case 'resourceQuery':
       return `query ${payload.value.queryId}`;
+    case 'consoleOpen':
+      return `console ${payload.value.requestId}: ${payload.value.namespace}/${payload.value.pod}`;
+    case 'consoleAttach':
+      return `console ${payload.value.requestId}: re-attach after seq ${payload.value.resumeAfter}`;
   }
 }

@@ -41,6 +41,10 @@ const describers: Describers = {
     ),
   podLifecycle: (e) =>
     `${podLifecycleReasonToJSON(e.reason).replace('POD_LIFECYCLE_REASON_', '')} ${prefix(e.namespace)}${e.pod}${e.container ? `/${e.container}` : ''}`,
+  auditRecord: (a) =>
+    clip(
+      `${a.event} ${a.target} by ${a.principal || '?'}${a.refusalCode ? ` refused ${a.refusalCode}` : ''}`,
+    ),
   resourceQueryResult: (r) =>
     r.error
       ? `query ${r.queryId} error ${r.error.code}: ${r.error.message}`

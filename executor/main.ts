@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parseArgs } from 'node:util';
-import { Gate } from '../proto/index.js';
+import { Gate, type ConsoleAudit } from '../proto/index.js';
 import { loadConfig } from '../shared/config/load-config.js';
 import { getErrorMessage } from '../shared/errors.js';
 import { startServices } from '../shared/lifecycle/service.js';
@@ -18,6 +18,8 @@ import { createTokenMinter } from './identity/token-minter.js';
 import { createGateAccessReporter } from './catalog/gate-access.js';
 import { createExecutorServer } from './server/executor-server.js';
 import { createNodeJobServices } from './jobs/wire-node-jobs.js';
+import { createPodConsoles, resumeWindowMs } from './sessions/pod-consoles.js';
+import { createSessionManager } from './sessions/session-manager.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
 const DEFAULT_SOCKET_PATH = '/run/kubexa/executor.sock';
@@ -79,6 +81,7 @@ async function main(): Promise<void> {
           gateAccess: gateAccessReporter(config).report,
           shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
           ...jobs.serverOptions,
+          consoles: consoleDeps(config, guard, logger),
         },
         { logger },
       ),
@@ -104,6 +107,49 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/** Unacknowledged console output per session before its process is paused (flow control). */
+const CONSOLE_OUTPUT_WINDOW_BYTES = 1024 * 1024;
+const CONSOLE_MAX_CHUNK_BYTES = 32 * 1024;
+
+/**
+ * Pod consoles with the executor's own identity: in a Pod its ServiceAccount; elsewhere (the
+ * demo, tests) KUBECONFIG. Every open is still decided by the guard and exec.pod (pod-consoles.ts).
+ */
+function consoleDeps(
+  config: ReturnType<typeof loadConfig>['config'],
+  guard: ReturnType<typeof createCommandGuard>,
+  logger: Logger,
+) {
+  const kube = new KubeConfig();
+  if (process.env['KUBERNETES_SERVICE_HOST']) kube.loadFromCluster();
+  else kube.loadFromDefault();
+  if (kube.getCurrentCluster() === null) {
+    logger.warn('no Kubernetes cluster configured: console streams are refused');
+    return undefined;
+  }
+  const pod = config.exec.pod;
+  const audit = (record: ConsoleAudit) => {
+    // The executor's own audit trail; stdin is never part of a record.
+    logger.info({ audit: record }, 'console audit');
+  };
+  const sessions = createSessionManager(
+    {
+      maxSessions: pod.max_sessions,
+      maxSessionMs: pod.max_session_sec * 1000,
+      resumeWindowMs: resumeWindowMs(pod.resume_window_sec),
+      outputWindowBytes: CONSOLE_OUTPUT_WINDOW_BYTES,
+      maxChunkBytes: CONSOLE_MAX_CHUNK_BYTES,
+    },
+    { logger, audit },
+  );
+  return {
+    pods: createPodConsoles({ config: pod, guard, kube, sessions }),
+    sessions,
+    logger,
+    audit,
+  };
 }
 
 /** Where the in-cluster ServiceAccount files are (the executor's own projected token). */

@@ -97,3 +97,33 @@ export {
   podLifecycleReasonToJSON,
   WorkloadReference,
 } from './gen/agent/v1/events.js';
+
+// executor.v1 consoles (console.proto).
+export {
+  ConsoleAttach,
+  ConsoleAudit,
+  ConsoleChunk,
+  ConsoleClose,
+  ConsoleEndReason,
+  ConsoleExit,
+  ConsoleOpen,
+  ConsoleOpened,
+  ConsoleRequest,
+  ConsoleResponse,
+  ConsoleStream,
+  TerminalSize,
+} from './gen/executor/v1/console.js';
+
+// agent.v1 consoles and audit records (console.proto, audit.proto).
+export { AuditRecord } from './gen/agent/v1/audit.js';
+export {
+  ConsoleAgentFrame,
+  ConsoleAttachRequest,
+  ConsoleExitEvent,
+  ConsoleGatewayFrame,
+  ConsoleOpenedEvent,
+  ConsoleOpenRequest,
+  ConsoleOutputChunk,
+  ConsoleRefusal,
+  ConsoleResize,
+} from './gen/agent/v1/console.js';

@@ -8,6 +8,7 @@ import { SpillStore, type ReadRow, type SpillRow } from './spill-store.js';
 import {
   DROP_REASONS,
   ITEM_KINDS,
+  NEVER_DROPPED,
   itemBytes,
   noopBufferCounters,
   type BufferCounters,
@@ -386,7 +387,8 @@ export class DurableBuffer implements AsyncDisposable {
    * within a kind. If nothing may be dropped, the entry itself is dropped. Always counted.
    */
   #overflow(entry: MemoryItem): boolean {
-    for (const kind of ITEM_KINDS.slice(0, rank(entry.kind) + 1)) {
+    const droppable = ITEM_KINDS.slice(0, rank(entry.kind) + 1).filter((k) => k !== NEVER_DROPPED);
+    for (const kind of droppable) {
       const diskShort = this.#diskBytes + this.#minimalSpillBytes(entry) - this.#diskCap();
       if (diskShort > 0) this.#evictDisk(kind, diskShort);
       if (this.#trySpill(entry, 0)) return true;
@@ -396,6 +398,15 @@ export class DurableBuffer implements AsyncDisposable {
         this.#pushMemory(entry);
         return true;
       }
+    }
+    if (entry.kind === NEVER_DROPPED) {
+      // An audit record is small and rare; it is kept above the memory cap rather than lost.
+      this.#logger.warn(
+        { id: entry.id, bytes: entry.bytes },
+        'buffer full: audit record kept above the cap',
+      );
+      this.#pushMemory(entry);
+      return true;
     }
     this.#drop(overflowReason(entry.kind), 1);
     return false;

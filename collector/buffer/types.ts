@@ -4,7 +4,9 @@ import type { Logger } from 'pino';
  * What an item carries decides what the overflow policy may drop: logs first, then metrics,
  * state last. The order of this list is that drop order.
  */
-export const ITEM_KINDS = ['log', 'metric', 'state'] as const;
+export const ITEM_KINDS = ['log', 'metric', 'state', 'audit'] as const;
+/** Audit records are never dropped by the overflow policy (they may exceed the memory cap). */
+export const NEVER_DROPPED: ItemKind = 'audit';
 export type ItemKind = (typeof ITEM_KINDS)[number];
 
 /** One buffered message: `id` is the AgentMessage.message_id, unique, the target of an Ack. */
@@ -19,6 +21,8 @@ export const DROP_REASONS = [
   'overflow_log',
   'overflow_metric',
   'overflow_state',
+  // Never counted: audit items are not dropped by the overflow policy (listed for the type).
+  'overflow_audit',
   'too_large',
   'disk_error',
   'discarded',

@@ -11,7 +11,12 @@ import {
   type ServiceDefinition,
 } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { AgentServiceService, type GatewayMessage } from '../../proto/index.js';
+import {
+  AgentServiceService,
+  type ConsoleAgentFrame,
+  type ConsoleGatewayFrame,
+  type GatewayMessage,
+} from '../../proto/index.js';
 
 /** How to reach the gateway. Mirrors the `gateway.*` config keys. */
 export interface DialOptions {
@@ -38,8 +43,12 @@ const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
 /** The Connect call as the stream uses it: encoded AgentMessages out, GatewayMessages in. */
 export type ConnectCall = ClientDuplexStream<Uint8Array, GatewayMessage>;
 
+/** One console's own call (AgentService.Console), dialled when the gateway asks for a console. */
+export type ConsoleCall = ClientDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
+
 export interface AgentClient extends Client {
   connect(metadata: Metadata): ConnectCall;
+  console(metadata: Metadata): ConsoleCall;
 }
 
 /**
@@ -52,6 +61,7 @@ const passThroughDefinition = {
     requestSerialize: (bytes: Uint8Array): Buffer =>
       Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
   },
+  console: AgentServiceService.console,
 } satisfies ServiceDefinition;
 
 const AgentClientConstructor = makeGenericClientConstructor(

@@ -303,6 +303,7 @@ export class GatewayStream implements Service, AsyncDisposable {
         quarantinedItems: this.#deps.quarantinedItems,
         onConfigUpdate: this.#deps.onConfigUpdate,
         queryHandler: this.#deps.queryHandler ?? notSupportedQueryHandler,
+        consoleHandler: this.#deps.consoleHandler,
         onReady: ({ sessionId, deliveryAcks }) => {
           this.#sessionId = sessionId;
           this.#deliveryAcks = deliveryAcks;

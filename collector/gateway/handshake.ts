@@ -25,6 +25,8 @@ export interface AgentIdentity {
     readonly metrics: boolean;
     readonly podLifecycleEvents?: boolean;
     readonly kubeEvents?: boolean;
+    /** Pod consoles: the executor has exec.pod on (it said so over its socket). */
+    readonly podConsoles?: boolean;
   };
 }
 

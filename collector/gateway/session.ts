@@ -14,7 +14,7 @@ import {
 import type { Clock } from '../../shared/clock.js';
 import { getErrorMessage } from '../../shared/errors.js';
 import { chargeSessionEnd, type AttemptLedger, InflightWindow, toError } from './delivery.js';
-import type { AgentClient, ConnectCall } from './dial.js';
+import type { AgentClient, ConnectCall, ConsoleCall } from './dial.js';
 import { GatewayFatalError } from './errors.js';
 import { ProgressWatch } from './liveness.js';
 import {
@@ -78,6 +78,28 @@ export interface SessionContext {
   readonly onReady: (info: { sessionId: string; deliveryAcks: boolean }) => void;
   /** Called after each heartbeat is written. */
   readonly onHeartbeat?: () => void;
+  /** Console requests (console_open, console_attach); absent: the agent does not do consoles. */
+  readonly consoleHandler?: ConsoleHandler | undefined;
+}
+
+/** A console request from the gateway, and how to dial that console's own call. */
+export type ConsoleHandler = (
+  request: Extract<
+    NonNullable<GatewayMessage['payload']>,
+    { $case: 'consoleOpen' } | { $case: 'consoleAttach' }
+  >,
+  dial: () => ConsoleCall,
+) => void;
+
+type ConsoleRequestPayload = Extract<
+  NonNullable<GatewayMessage['payload']>,
+  { $case: 'consoleOpen' } | { $case: 'consoleAttach' }
+>;
+
+function isConsoleRequest(
+  payload: NonNullable<GatewayMessage['payload']>,
+): payload is ConsoleRequestPayload {
+  return payload.$case === 'consoleOpen' || payload.$case === 'consoleAttach';
 }
 
 /** A throttle with no delay still has to slow something: 1 s per drain round. */
@@ -109,6 +131,7 @@ export class Session {
   readonly #settingsChanged = new Wakeup();
   readonly #throttleChanged = new Wakeup();
   #call: ConnectCall | undefined;
+  #client: AgentClient | undefined;
   #end: ((end: SessionEnd) => void) | undefined;
   #ended = false;
   #endedWith: SessionEnd | undefined;
@@ -162,6 +185,7 @@ export class Session {
     }
     const call = client.connect(metadata);
     this.#call = call;
+    this.#client = client;
     call.on('data', (message: GatewayMessage) => {
       this.#onMessage(message);
     });
@@ -297,6 +321,10 @@ export class Session {
       this.#ctx.logger.warn({ kind: payload.$case }, 'gateway message before handshake ignored');
       return;
     }
+    if (isConsoleRequest(payload)) {
+      this.#onConsole(payload);
+      return;
+    }
     switch (payload.$case) {
       case 'handshake':
         this.#handshakeReply?.(payload.value);
@@ -318,6 +346,27 @@ export class Session {
         void this.#answerQuery(payload.value);
         return;
     }
+  }
+
+  #onConsole(
+    payload: Extract<
+      NonNullable<GatewayMessage['payload']>,
+      { $case: 'consoleOpen' } | { $case: 'consoleAttach' }
+    >,
+  ): void {
+    const client = this.#client;
+    const handler = this.#ctx.consoleHandler;
+    if (client === undefined || handler === undefined) {
+      this.#ctx.logger.warn({ kind: payload.$case }, 'console request ignored: consoles are off');
+      return;
+    }
+    handler(payload, () => {
+      const metadata = new Metadata();
+      for (const [key, value] of Object.entries(handshakeHeaders(this.#options.identity))) {
+        metadata.set(key, value);
+      }
+      return client.console(metadata);
+    });
   }
 
   #onAck(ids: readonly string[]): void {

@@ -1,3 +1,4 @@
+import type { ConsoleHandler } from './session.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
 import type { BufferItem, BufferStats, DropReason, QuarantineReason } from '../buffer/types.js';
@@ -63,4 +64,6 @@ export interface GatewayStreamDeps {
   /** The rest of a ConfigUpdate (ingest rules, watchers, collectors): applied by its owners. */
   readonly onConfigUpdate?: (update: ConfigUpdate) => void;
   readonly queryHandler?: QueryHandler;
+  /** Console requests (collector/consoles); absent: console requests are ignored and logged. */
+  readonly consoleHandler?: ConsoleHandler;
 }

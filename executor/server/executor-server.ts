@@ -31,6 +31,7 @@ import type { MutationService } from '../mutations/mutation-service.js';
 import type { Service } from '../../shared/lifecycle/service.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import type { AuthorizationRefusalCode, CommandGuard } from '../guard/authorize-command.js';
+import { handleConsoleStream, refuseConsoleStream, type ConsoleRpcDeps } from './console-rpc.js';
 import { claimSocketDir, clearSocketPath, openSocketDir } from './socket-dir.js';
 
 export interface SocketLimits {
@@ -77,6 +78,8 @@ export interface ExecutorServerOptions {
   /** Node jobs and mutations; absent: every such request is refused (GATE_DISABLED). */
   readonly nodeJobs?: NodeJobService;
   readonly mutations?: MutationService;
+  /** Consoles (console-rpc.ts); absent: every console stream is refused as GATE_DISABLED. */
+  readonly consoles?: ConsoleRpcDeps | undefined;
 }
 
 export interface ExecutorServerDeps {
@@ -217,6 +220,10 @@ export function createExecutorServer(
       }
     },
     ...nodeJobHandlers(options),
+    console(call) {
+      if (options.consoles === undefined) refuseConsoleStream(call);
+      else handleConsoleStream(call, options.consoles);
+    },
   };
   server.addService(ExecutorServiceService, implementation);
   const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
@@ -273,6 +280,7 @@ export function createExecutorServer(
     },
     close() {
       closing ??= new Promise<void>((resolve) => {
+        options.consoles?.sessions.closeAll();
         // Stop accepting first; net.Server.close removes the socket file it created.
         listener.close();
         injector.drain(options.shutdownTimeoutMs);

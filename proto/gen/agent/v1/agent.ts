@@ -18,7 +18,9 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { AgentMetadata } from "../../common/v1/metadata.js";
+import { AuditRecord } from "./audit.js";
 import { ResourceCatalog } from "./catalog.js";
+import { ConsoleAgentFrame, ConsoleAttachRequest, ConsoleGatewayFrame, ConsoleOpenRequest } from "./console.js";
 import { KubeEvent, PodLifecycleEvent } from "./events.js";
 import { LogBatch } from "./log.js";
 import { MetricBatch, MetricsEvent, PrometheusMetricsEvent } from "./metric.js";
@@ -253,6 +255,13 @@ export interface AgentMessage {
     /** Kubernetes events and pod lifecycle events (events.proto): only to a gateway that opted in. */
     { $case: "kubeEvent"; value: KubeEvent }
     | { $case: "podLifecycle"; value: PodLifecycleEvent }
+    | //
+    /**
+     * Consoles: 12..15 reserved for console events on Connect (none needed yet: a console's
+     * traffic is on its own Console call).
+     * audit_record: durable, through the buffer, never dropped by the overflow policy.
+     */
+    { $case: "auditRecord"; value: AuditRecord }
     | undefined;
 }
 
@@ -288,6 +297,8 @@ export interface AgentCapabilities {
   query: boolean;
   /** catalog: this agent publishes ResourceCatalog snapshots (with ResourceCatalog.executor). */
   catalog: boolean;
+  /** pod_consoles: the agent answers console_open/console_attach and serves Console calls. */
+  podConsoles: boolean;
 }
 
 /** Heartbeat is sent on the stream every heartbeat interval, never buffered. */
@@ -325,6 +336,10 @@ export interface GatewayMessage {
     | { $case: "backpressure"; value: BackpressureSignal }
     | { $case: "shutdown"; value: Shutdown }
     | { $case: "resourceQuery"; value: ResourceQuery }
+    | //
+    /** Consoles (console.proto): only sent to an agent that advertises pod_consoles. */
+    { $case: "consoleOpen"; value: ConsoleOpenRequest }
+    | { $case: "consoleAttach"; value: ConsoleAttachRequest }
     | undefined;
 }
 
@@ -526,6 +541,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "podLifecycle":
         PodLifecycleEvent.encode(message.payload.value, writer.uint32(170).fork()).join();
         break;
+      case "auditRecord":
+        AuditRecord.encode(message.payload.value, writer.uint32(146).fork()).join();
+        break;
     }
     return writer;
   },
@@ -653,6 +671,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             message.payload = { $case: "podLifecycle", value: PodLifecycleEvent.decode(reader, reader.uint32()) };
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.payload = { $case: "auditRecord", value: AuditRecord.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -705,6 +731,10 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         ? { $case: "podLifecycle", value: PodLifecycleEvent.fromJSON(object.podLifecycle) }
         : isSet(object.pod_lifecycle)
         ? { $case: "podLifecycle", value: PodLifecycleEvent.fromJSON(object.pod_lifecycle) }
+        : isSet(object.auditRecord)
+        ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.auditRecord) }
+        : isSet(object.audit_record)
+        ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.audit_record) }
         : undefined,
     };
   },
@@ -739,6 +769,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.kubeEvent = KubeEvent.toJSON(message.payload.value);
     } else if (message.payload?.$case === "podLifecycle") {
       obj.podLifecycle = PodLifecycleEvent.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "auditRecord") {
+      obj.auditRecord = AuditRecord.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -822,6 +854,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "podLifecycle": {
         if (object.payload?.value !== undefined && object.payload?.value !== null) {
           message.payload = { $case: "podLifecycle", value: PodLifecycleEvent.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "auditRecord": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "auditRecord", value: AuditRecord.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -1017,6 +1055,7 @@ function createBaseAgentCapabilities(): AgentCapabilities {
     kubeEvents: false,
     query: false,
     catalog: false,
+    podConsoles: false,
   };
 }
 
@@ -1042,6 +1081,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.catalog !== false) {
       writer.uint32(88).bool(message.catalog);
+    }
+    if (message.podConsoles !== false) {
+      writer.uint32(32).bool(message.podConsoles);
     }
     return writer;
   },
@@ -1115,6 +1157,14 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.catalog = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.podConsoles = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1144,6 +1194,11 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
         : false,
       query: isSet(object.query) ? globalThis.Boolean(object.query) : false,
       catalog: isSet(object.catalog) ? globalThis.Boolean(object.catalog) : false,
+      podConsoles: isSet(object.podConsoles)
+        ? globalThis.Boolean(object.podConsoles)
+        : isSet(object.pod_consoles)
+        ? globalThis.Boolean(object.pod_consoles)
+        : false,
     };
   },
 
@@ -1170,6 +1225,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.catalog !== false) {
       obj.catalog = message.catalog;
     }
+    if (message.podConsoles !== false) {
+      obj.podConsoles = message.podConsoles;
+    }
     return obj;
   },
 
@@ -1185,6 +1243,7 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.kubeEvents = object.kubeEvents ?? false;
     message.query = object.query ?? false;
     message.catalog = object.catalog ?? false;
+    message.podConsoles = object.podConsoles ?? false;
     return message;
   },
 };
@@ -1526,6 +1585,12 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "resourceQuery":
         ResourceQuery.encode(message.payload.value, writer.uint32(58).fork()).join();
         break;
+      case "consoleOpen":
+        ConsoleOpenRequest.encode(message.payload.value, writer.uint32(66).fork()).join();
+        break;
+      case "consoleAttach":
+        ConsoleAttachRequest.encode(message.payload.value, writer.uint32(74).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1599,6 +1664,22 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
             message.payload = { $case: "resourceQuery", value: ResourceQuery.decode(reader, reader.uint32()) };
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.payload = { $case: "consoleOpen", value: ConsoleOpenRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.payload = { $case: "consoleAttach", value: ConsoleAttachRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1632,6 +1713,14 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
         ? { $case: "resourceQuery", value: ResourceQuery.fromJSON(object.resourceQuery) }
         : isSet(object.resource_query)
         ? { $case: "resourceQuery", value: ResourceQuery.fromJSON(object.resource_query) }
+        : isSet(object.consoleOpen)
+        ? { $case: "consoleOpen", value: ConsoleOpenRequest.fromJSON(object.consoleOpen) }
+        : isSet(object.console_open)
+        ? { $case: "consoleOpen", value: ConsoleOpenRequest.fromJSON(object.console_open) }
+        : isSet(object.consoleAttach)
+        ? { $case: "consoleAttach", value: ConsoleAttachRequest.fromJSON(object.consoleAttach) }
+        : isSet(object.console_attach)
+        ? { $case: "consoleAttach", value: ConsoleAttachRequest.fromJSON(object.console_attach) }
         : undefined,
     };
   },
@@ -1653,6 +1742,10 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       obj.shutdown = Shutdown.toJSON(message.payload.value);
     } else if (message.payload?.$case === "resourceQuery") {
       obj.resourceQuery = ResourceQuery.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "consoleOpen") {
+      obj.consoleOpen = ConsoleOpenRequest.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "consoleAttach") {
+      obj.consoleAttach = ConsoleAttachRequest.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -1697,6 +1790,18 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "resourceQuery": {
         if (object.payload?.value !== undefined && object.payload?.value !== null) {
           message.payload = { $case: "resourceQuery", value: ResourceQuery.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "consoleOpen": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "consoleOpen", value: ConsoleOpenRequest.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "consoleAttach": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "consoleAttach", value: ConsoleAttachRequest.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -3785,6 +3890,20 @@ export const AgentServiceService = {
     responseSerialize: (value: GatewayMessage): Buffer => Buffer.from(GatewayMessage.encode(value).finish()),
     responseDeserialize: (value: Buffer): GatewayMessage => GatewayMessage.decode(value),
   },
+  /**
+   * Consoles (console.proto): one call per console, dialled by the agent after the gateway's
+   * console_open or console_attach on Connect (which a gateway sends only to an agent that
+   * advertised AgentCapabilities.pod_consoles).
+   */
+  console: {
+    path: "/agent.v1.AgentService/Console" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: ConsoleAgentFrame): Buffer => Buffer.from(ConsoleAgentFrame.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConsoleAgentFrame => ConsoleAgentFrame.decode(value),
+    responseSerialize: (value: ConsoleGatewayFrame): Buffer => Buffer.from(ConsoleGatewayFrame.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConsoleGatewayFrame => ConsoleGatewayFrame.decode(value),
+  },
 } as const;
 
 export interface AgentServiceServer extends UntypedServiceImplementation {
@@ -3794,6 +3913,12 @@ export interface AgentServiceServer extends UntypedServiceImplementation {
    * live queries.
    */
   connect: handleBidiStreamingCall<AgentMessage, GatewayMessage>;
+  /**
+   * Consoles (console.proto): one call per console, dialled by the agent after the gateway's
+   * console_open or console_attach on Connect (which a gateway sends only to an agent that
+   * advertised AgentCapabilities.pod_consoles).
+   */
+  console: handleBidiStreamingCall<ConsoleAgentFrame, ConsoleGatewayFrame>;
 }
 
 export interface AgentServiceClient extends Client {
@@ -3805,6 +3930,17 @@ export interface AgentServiceClient extends Client {
   connect(): ClientDuplexStream<AgentMessage, GatewayMessage>;
   connect(options: Partial<CallOptions>): ClientDuplexStream<AgentMessage, GatewayMessage>;
   connect(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<AgentMessage, GatewayMessage>;
+  /**
+   * Consoles (console.proto): one call per console, dialled by the agent after the gateway's
+   * console_open or console_attach on Connect (which a gateway sends only to an agent that
+   * advertised AgentCapabilities.pod_consoles).
+   */
+  console(): ClientDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
+  console(options: Partial<CallOptions>): ClientDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
+  console(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
 }
 
 export const AgentServiceClient = makeGenericClientConstructor(

@@ -50,6 +50,15 @@ export const RefusalCode = {
   REFUSAL_CODE_DRAIN_NEEDS_OPTIONS: 15,
   /** REFUSAL_CODE_TARGET_NOT_FOUND - The node or object the request names does not exist. */
   REFUSAL_CODE_TARGET_NOT_FOUND: 16,
+  /**
+   * REFUSAL_CODE_NOT_FOUND - Consoles (10..14).
+   * The target does not exist (pod, container) or the session to attach is gone.
+   */
+  REFUSAL_CODE_NOT_FOUND: 10,
+  /** REFUSAL_CODE_RESUME_EXPIRED - The session to attach ended when its resume window passed. */
+  REFUSAL_CODE_RESUME_EXPIRED: 11,
+  /** REFUSAL_CODE_EXEC_FAILED - The exec connection to the API server failed (not an authorization answer). */
+  REFUSAL_CODE_EXEC_FAILED: 12,
   UNRECOGNIZED: -1,
 } as const;
 
@@ -68,6 +77,9 @@ export namespace RefusalCode {
   export type REFUSAL_CODE_SIGNATURE_MISMATCH = typeof RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH;
   export type REFUSAL_CODE_DRAIN_NEEDS_OPTIONS = typeof RefusalCode.REFUSAL_CODE_DRAIN_NEEDS_OPTIONS;
   export type REFUSAL_CODE_TARGET_NOT_FOUND = typeof RefusalCode.REFUSAL_CODE_TARGET_NOT_FOUND;
+  export type REFUSAL_CODE_NOT_FOUND = typeof RefusalCode.REFUSAL_CODE_NOT_FOUND;
+  export type REFUSAL_CODE_RESUME_EXPIRED = typeof RefusalCode.REFUSAL_CODE_RESUME_EXPIRED;
+  export type REFUSAL_CODE_EXEC_FAILED = typeof RefusalCode.REFUSAL_CODE_EXEC_FAILED;
   export type UNRECOGNIZED = typeof RefusalCode.UNRECOGNIZED;
 }
 
@@ -109,6 +121,15 @@ export function refusalCodeFromJSON(object: any): RefusalCode {
     case 16:
     case "REFUSAL_CODE_TARGET_NOT_FOUND":
       return RefusalCode.REFUSAL_CODE_TARGET_NOT_FOUND;
+    case 10:
+    case "REFUSAL_CODE_NOT_FOUND":
+      return RefusalCode.REFUSAL_CODE_NOT_FOUND;
+    case 11:
+    case "REFUSAL_CODE_RESUME_EXPIRED":
+      return RefusalCode.REFUSAL_CODE_RESUME_EXPIRED;
+    case 12:
+    case "REFUSAL_CODE_EXEC_FAILED":
+      return RefusalCode.REFUSAL_CODE_EXEC_FAILED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -142,6 +163,12 @@ export function refusalCodeToJSON(object: RefusalCode): string {
       return "REFUSAL_CODE_DRAIN_NEEDS_OPTIONS";
     case RefusalCode.REFUSAL_CODE_TARGET_NOT_FOUND:
       return "REFUSAL_CODE_TARGET_NOT_FOUND";
+    case RefusalCode.REFUSAL_CODE_NOT_FOUND:
+      return "REFUSAL_CODE_NOT_FOUND";
+    case RefusalCode.REFUSAL_CODE_RESUME_EXPIRED:
+      return "REFUSAL_CODE_RESUME_EXPIRED";
+    case RefusalCode.REFUSAL_CODE_EXEC_FAILED:
+      return "REFUSAL_CODE_EXEC_FAILED";
     case RefusalCode.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

@@ -10,9 +10,11 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
+  type handleBidiStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
@@ -22,6 +24,7 @@ import {
 } from "@grpc/grpc-js";
 import { GateAccess } from "./catalog.js";
 import { CommandTarget, Refusal, SignedCommand } from "./command.js";
+import { ConsoleRequest, ConsoleResponse } from "./console.js";
 import {
   ApplyMutationRequest,
   ApplyMutationResponse,
@@ -669,6 +672,20 @@ export const ExecutorServiceService = {
       Buffer.from(ApplyMutationResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ApplyMutationResponse => ApplyMutationResponse.decode(value),
   },
+  /**
+   * Consoles (console.proto): one stream per console; the first input opens a session or
+   * re-attaches one. The executor checks the signed command, exec.pod and its limits on every
+   * open, and execs with its own identity.
+   */
+  console: {
+    path: "/executor.v1.ExecutorService/Console" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: ConsoleRequest): Buffer => Buffer.from(ConsoleRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConsoleRequest => ConsoleRequest.decode(value),
+    responseSerialize: (value: ConsoleResponse): Buffer => Buffer.from(ConsoleResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConsoleResponse => ConsoleResponse.decode(value),
+  },
 } as const;
 
 export interface ExecutorServiceServer extends UntypedServiceImplementation {
@@ -698,6 +715,12 @@ export interface ExecutorServiceServer extends UntypedServiceImplementation {
    * server's answer.
    */
   applyMutation: handleUnaryCall<ApplyMutationRequest, ApplyMutationResponse>;
+  /**
+   * Consoles (console.proto): one stream per console; the first input opens a session or
+   * re-attaches one. The executor checks the signed command, exec.pod and its limits on every
+   * open, and execs with its own identity.
+   */
+  console: handleBidiStreamingCall<ConsoleRequest, ConsoleResponse>;
 }
 
 export interface ExecutorServiceClient extends Client {
@@ -788,6 +811,14 @@ export interface ExecutorServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ApplyMutationResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Consoles (console.proto): one stream per console; the first input opens a session or
+   * re-attaches one. The executor checks the signed command, exec.pod and its limits on every
+   * open, and execs with its own identity.
+   */
+  console(): ClientDuplexStream<ConsoleRequest, ConsoleResponse>;
+  console(options: Partial<CallOptions>): ClientDuplexStream<ConsoleRequest, ConsoleResponse>;
+  console(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<ConsoleRequest, ConsoleResponse>;
 }
 
 export const ExecutorServiceClient = makeGenericClientConstructor(

@@ -1,0 +1,279 @@
+// The demo gateway's consoles: it asks an agent for a console on Connect (console_open, signed
+// with the demo's own key), accepts the agent's Console call for it, acknowledges output, keeps a
+// bounded transcript for the page, and re-attaches after a lost call (console_attach from the last
+// sequence number held). Tests and the page drive consoles through this module.
+import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import type { ServerDuplexStream } from '@grpc/grpc-js';
+import type {
+  AuditRecord,
+  ConsoleAgentFrame,
+  ConsoleExitEvent,
+  ConsoleGatewayFrame,
+  ConsoleOpenedEvent,
+  ConsoleRefusal,
+  GatewayMessage,
+} from '../proto/index.js';
+import type { CommandSigner } from './command-signer.js';
+
+type ConsoleServerCall = ServerDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
+
+/** Sends a payload on an agent's Connect stream; false when that session is gone. */
+export type SendToAgent = (
+  sessionId: string,
+  payload: NonNullable<GatewayMessage['payload']>,
+) => boolean;
+
+export interface ConsoleSpec {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly container?: string;
+  readonly command?: readonly string[];
+  readonly tty?: boolean;
+  readonly cols?: number;
+  readonly rows?: number;
+  readonly principal?: string;
+}
+
+export type ConsoleState = 'opening' | 'open' | 'detached' | 'ended' | 'refused';
+
+/** Transcript kept per console for the page; older output is cut (the terminal has it). */
+const MAX_TRANSCRIPT_BYTES = 1024 * 1024;
+
+export interface ConsoleView {
+  readonly id: string;
+  readonly agentSession: string;
+  readonly spec: ConsoleSpec;
+  readonly state: ConsoleState;
+  readonly opened: ConsoleOpenedEvent | undefined;
+  readonly exit: ConsoleExitEvent | undefined;
+  readonly refusal: ConsoleRefusal | undefined;
+  readonly lastSeq: number;
+}
+
+/** One console as the gateway holds it. Events: `output` (Buffer, seq), `change`. */
+export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change: [] }> {
+  readonly id = randomUUID();
+  readonly spec: ConsoleSpec;
+  agentSession: string;
+  state: ConsoleState = 'opening';
+  opened: ConsoleOpenedEvent | undefined;
+  exit: ConsoleExitEvent | undefined;
+  refusal: ConsoleRefusal | undefined;
+  lastSeq = 0;
+  /** Output chunks in order with their sequence numbers (bounded). */
+  readonly transcript: { seq: number; data: Buffer }[] = [];
+  #transcriptBytes = 0;
+  #call: ConsoleServerCall | undefined;
+  /** Output chunks received twice (a replay overlapping what was held): must stay 0. */
+  duplicates = 0;
+
+  constructor(spec: ConsoleSpec, agentSession: string) {
+    super();
+    this.spec = spec;
+    this.agentSession = agentSession;
+  }
+
+  view(): ConsoleView {
+    return {
+      id: this.id,
+      agentSession: this.agentSession,
+      spec: this.spec,
+      state: this.state,
+      opened: this.opened,
+      exit: this.exit,
+      refusal: this.refusal,
+      lastSeq: this.lastSeq,
+    };
+  }
+
+  /** Output after `seq` still in the transcript. */
+  outputAfter(seq: number): { seq: number; data: Buffer }[] {
+    return this.transcript.filter((chunk) => chunk.seq > seq);
+  }
+
+  text(): string {
+    return Buffer.concat(this.transcript.map((chunk) => chunk.data)).toString('utf8');
+  }
+
+  stdin(data: Buffer | string): boolean {
+    return this.#send({
+      frame: { $case: 'stdin', value: Buffer.isBuffer(data) ? data : Buffer.from(data) },
+    });
+  }
+
+  resize(cols: number, rows: number): boolean {
+    return this.#send({ frame: { $case: 'resize', value: { cols, rows } } });
+  }
+
+  close(reason = 'closed from the demo gateway'): boolean {
+    return this.#send({ frame: { $case: 'close', value: reason } });
+  }
+
+  /** Ends the call from the gateway's side, as a lost network would (the session lives on). */
+  cut(): void {
+    const call = this.#call;
+    this.#call = undefined;
+    call?.end();
+    if (this.state === 'open') this.#setState('detached');
+  }
+
+  #send(frame: ConsoleGatewayFrame): boolean {
+    if (this.#call === undefined) return false;
+    this.#call.write(frame);
+    return true;
+  }
+
+  #setState(state: ConsoleState): void {
+    this.state = state;
+    this.emit('change');
+  }
+
+  /** @internal the agent's call for this console arrived. */
+  bind(call: ConsoleServerCall): void {
+    this.#call = call;
+    call.on('data', (frame: ConsoleAgentFrame) => {
+      this.#onFrame(frame);
+    });
+    const lost = () => {
+      if (this.#call !== call) return;
+      this.#call = undefined;
+      if (this.state === 'open' || this.state === 'opening') this.#setState('detached');
+    };
+    call.on('end', () => {
+      lost();
+      call.end();
+    });
+    call.on('error', lost);
+    call.on('cancelled', lost);
+  }
+
+  #onFrame(frame: ConsoleAgentFrame): void {
+    const value = frame.frame;
+    switch (value?.$case) {
+      case 'opened':
+        this.opened = value.value;
+        this.#setState('open');
+        return;
+      case 'output': {
+        const seq = Number(value.value.seq);
+        if (seq <= this.lastSeq) {
+          this.duplicates += 1;
+          return;
+        }
+        this.lastSeq = seq;
+        this.transcript.push({ seq, data: value.value.data });
+        this.#transcriptBytes += value.value.data.length;
+        while (this.#transcriptBytes > MAX_TRANSCRIPT_BYTES && this.transcript.length > 1) {
+          this.#transcriptBytes -= this.transcript.shift()?.data.length ?? 0;
+        }
+        // The gateway holds it: the agent may forget it (and its output window reopens).
+        this.#send({ frame: { $case: 'ack', value: String(seq) } });
+        this.emit('output', value.value.data, seq);
+        return;
+      }
+      case 'exit':
+        this.exit = value.value;
+        this.#setState('ended');
+        return;
+      case 'refusal':
+        this.refusal = value.value;
+        this.#setState('refused');
+        return;
+      case undefined:
+        return;
+    }
+  }
+}
+
+export class ConsoleHub {
+  readonly #consoles = new Map<string, DemoConsole>();
+  /** Request id of a pending open or attach -> its console. */
+  readonly #pending = new Map<string, DemoConsole>();
+  readonly #signer: CommandSigner;
+  readonly #send: SendToAgent;
+  /** Audit records received (newest last, bounded). */
+  readonly audits: AuditRecord[] = [];
+
+  constructor(signer: CommandSigner, send: SendToAgent) {
+    this.#signer = signer;
+    this.#send = send;
+  }
+
+  list(): DemoConsole[] {
+    return [...this.#consoles.values()];
+  }
+
+  get(id: string): DemoConsole | undefined {
+    return this.#consoles.get(id);
+  }
+
+  /** Asks the agent of `agentSession` for a console; the call arrives on accept(). */
+  open(agentSession: string, spec: ConsoleSpec): DemoConsole {
+    const console = new DemoConsole(spec, agentSession);
+    this.#consoles.set(console.id, console);
+    const requestId = randomUUID();
+    const principal = spec.principal ?? 'demo-user@example.com';
+    const container = spec.container ?? '';
+    this.#pending.set(requestId, console);
+    const sent = this.#send(agentSession, {
+      $case: 'consoleOpen',
+      value: {
+        requestId,
+        principal,
+        namespace: spec.namespace,
+        pod: spec.pod,
+        container,
+        command: [...(spec.command ?? [])],
+        tty: spec.tty ?? true,
+        cols: spec.cols ?? 80,
+        rows: spec.rows ?? 24,
+        signedCommand: this.#signer.signConsoleOpen(requestId, principal, {
+          namespace: spec.namespace,
+          pod: spec.pod,
+          container,
+        }),
+      },
+    });
+    if (!sent) {
+      this.#pending.delete(requestId);
+      console.refusal = { code: 'AGENT_UNAVAILABLE', reason: 'the agent session is gone' };
+      console.state = 'refused';
+    }
+    return console;
+  }
+
+  /** Re-attaches a detached console through `agentSession` (the same or a new agent session). */
+  reattach(console: DemoConsole, agentSession: string): boolean {
+    const sessionId = console.opened?.sessionId;
+    if (sessionId === undefined) return false;
+    console.agentSession = agentSession;
+    const requestId = randomUUID();
+    this.#pending.set(requestId, console);
+    return this.#send(agentSession, {
+      $case: 'consoleAttach',
+      value: { requestId, sessionId, resumeAfter: String(console.lastSeq) },
+    });
+  }
+
+  /** An agent's Console call: its first frame names the request it answers. */
+  accept(call: ConsoleServerCall): void {
+    call.once('data', (frame: ConsoleAgentFrame) => {
+      const console = this.#pending.get(frame.requestId);
+      if (console === undefined) {
+        call.end();
+        return;
+      }
+      this.#pending.delete(frame.requestId);
+      console.bind(call);
+      // The first frame may already carry a payload.
+      if (frame.frame !== undefined) call.emit('data', frame);
+    });
+    call.on('error', () => undefined);
+  }
+
+  recordAudit(record: AuditRecord): void {
+    this.audits.push(record);
+    if (this.audits.length > 500) this.audits.shift();
+  }
+}
