@@ -6,6 +6,7 @@ import { createConsoleRelay } from './consoles/console-relay.js';
 import { join } from 'node:path';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../shared/clock.js';
 import type { Config } from '../shared/config/schema.js';
 import { getErrorMessage } from '../shared/errors.js';
@@ -38,7 +39,7 @@ import { kubePodLogAccess } from './sources/pod-logs/kube-access.js';
 import { createPodLogSource, type PodLogSource } from './sources/pod-logs/pod-log-source.js';
 import { createLiveQuery } from './query/query-service.js';
 import { createCapabilityCatalog } from './catalog/capability-catalog.js';
-import { createExecutorClient } from './executor-client/executor-client.js';
+import { createExecutorClient, type ExecutorClient } from './executor-client/executor-client.js';
 import type { Source } from './sources/source.js';
 import { wireMetricsSource } from './sources/metrics/wiring.js';
 import { createStateSource, type StateSource } from './sources/state/state-source.js';
@@ -223,60 +224,27 @@ export function createCollector(
       })
     : undefined;
   if (metricsSource !== undefined) sources.push(metricsSource);
-  // Cluster state (collect.state) on the shared watch layer.
-  let state: StateSource | undefined;
-  const stateCounters = registerStateMetrics(metrics.registry, () => state);
-  if (collect.state.enabled) {
-    state = createStateSource(
-      {
-        state: collect.state,
-        identity,
-        secretsMetadataOnly: config.security.profile === 'strict',
-        ...(deps.stateDiscoveryIntervalMs === undefined
-          ? {}
-          : { discoveryIntervalMs: deps.stateDiscoveryIntervalMs }),
-      },
-      { logger, clock, sink: buffer, http: new KubeHttp(deps.kube), counters: stateCounters },
-    );
-    sources.push(state);
-  }
-  // Kubernetes events and pod lifecycle events (collect.events), sent once the gateway opts in.
-  let events: EventsSource | undefined;
-  if (
-    collect.events.enabled &&
-    (collect.events.pod_lifecycle || collect.events.kubernetes_events)
-  ) {
-    events = createEventsSource(
-      { events: collect.events, identity },
-      { logger, clock, sink: buffer, http: new KubeHttp(deps.kube) },
-    );
-    sources.push(events);
-  }
+  const { state, events } = createWatchSources(config, identity, deps, {
+    logger,
+    clock,
+    sink: buffer,
+    registry: metrics.registry,
+  });
+  sources.push(...[state, events].filter((source) => source !== undefined));
   // Live queries: answered beside the stream, never in its way (session.ts runs each on its own).
   const liveQuery = createLiveQuery(config.query, {
     kube: deps.kube,
     logger,
     registry: metrics.registry,
   });
-  const executor =
-    deps.executorSocket === undefined || deps.executorSocket === ''
-      ? undefined
-      : createExecutorClient(deps.executorSocket);
-  const catalog = createCapabilityCatalog(
-    {
-      clusterId: identity.clusterId,
-      agentId: identity.agentId,
-      ...(deps.catalogIntervalMs === undefined ? {} : { intervalMs: deps.catalogIntervalMs }),
-    },
-    {
-      rest: liveQuery.rest,
-      policy: liveQuery.policy,
-      sink: buffer,
-      logger,
-      clock,
-      ...(executor === undefined ? {} : { executor }),
-    },
-  );
+  const executor = executorClientFor(deps.executorSocket);
+  const catalog = createCatalog(identity, deps, {
+    liveQuery,
+    executor,
+    sink: buffer,
+    logger,
+    clock,
+  });
   const consoleRelay =
     deps.consoles === undefined
       ? undefined
@@ -431,6 +399,85 @@ export function advertisedCapabilities(running: {
 }
 
 /** Says once, at start, which enabled collectors this version does not have yet. */
+/** A client of the executor's socket, when the chart deployed an executor. */
+function executorClientFor(socketPath: string | undefined): ExecutorClient | undefined {
+  return socketPath === undefined || socketPath === ''
+    ? undefined
+    : createExecutorClient(socketPath);
+}
+
+/** The capability catalog, with the executor's side when the chart deployed an executor. */
+function createCatalog(
+  identity: CollectorIdentity,
+  deps: CollectorDeps,
+  context: {
+    liveQuery: ReturnType<typeof createLiveQuery>;
+    sink: DurableBuffer;
+    logger: Logger;
+    clock: Clock;
+    executor: ExecutorClient | undefined;
+  },
+): ReturnType<typeof createCapabilityCatalog> {
+  const { liveQuery, sink, logger, clock, executor } = context;
+  return createCapabilityCatalog(
+    {
+      clusterId: identity.clusterId,
+      agentId: identity.agentId,
+      ...(deps.catalogIntervalMs === undefined ? {} : { intervalMs: deps.catalogIntervalMs }),
+    },
+    {
+      rest: liveQuery.rest,
+      policy: liveQuery.policy,
+      sink,
+      logger,
+      clock,
+      ...(executor === undefined ? {} : { executor }),
+    },
+  );
+}
+
+/** Cluster state and Kubernetes/pod lifecycle events, both on the shared watch layer. */
+function createWatchSources(
+  config: Config,
+  identity: CollectorIdentity,
+  deps: CollectorDeps,
+  context: { logger: Logger; clock: Clock; sink: DurableBuffer; registry: Registry },
+): { state?: StateSource; events?: EventsSource } {
+  const { logger, clock, sink } = context;
+  const collect = config.collect;
+  // Cluster state (collect.state) on the shared watch layer.
+  let state: StateSource | undefined;
+  const stateCounters = registerStateMetrics(context.registry, () => state);
+  if (collect.state.enabled) {
+    state = createStateSource(
+      {
+        state: collect.state,
+        identity,
+        secretsMetadataOnly: config.security.profile === 'strict',
+        ...(deps.stateDiscoveryIntervalMs === undefined
+          ? {}
+          : { discoveryIntervalMs: deps.stateDiscoveryIntervalMs }),
+      },
+      { logger, clock, sink, http: new KubeHttp(deps.kube), counters: stateCounters },
+    );
+  }
+  // Kubernetes events and pod lifecycle events (collect.events), sent once the gateway opts in.
+  let events: EventsSource | undefined;
+  if (
+    collect.events.enabled &&
+    (collect.events.pod_lifecycle || collect.events.kubernetes_events)
+  ) {
+    events = createEventsSource(
+      { events: collect.events, identity },
+      { logger, clock, sink, http: new KubeHttp(deps.kube) },
+    );
+  }
+  return {
+    ...(state === undefined ? {} : { state }),
+    ...(events === undefined ? {} : { events }),
+  };
+}
+
 /** The last service started and the first closed: /readyz says "shutting down" from then on. */
 function lifecycleService(): { service: Service; check: ReadinessCheck } {
   let phase: 'starting' | 'running' | 'stopping' = 'starting';
