@@ -232,7 +232,11 @@ async function main(): Promise<void> {
       acceptToken: DEMO_TOKEN,
       tokenFailure: 'unauthenticated',
       // Heartbeats every 5 s instead of 30 s, so the UI shows the agent's health moving.
-      initialConfig: ConfigSnapshot.fromPartial({ heartbeatIntervalSec: 5 }),
+      // The opt-in watchers: this gateway understands lifecycle and Kubernetes events.
+      initialConfig: ConfigSnapshot.fromPartial({
+        heartbeatIntervalSec: 5,
+        watchers: [{ id: 'kubexa.io/pod-lifecycle-events' }, { id: 'kubexa.io/kube-events' }],
+      }),
     },
     { logger: pino({ level: 'warn' }) },
   );

@@ -331,28 +331,22 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
     });
   }
 
+  /**
+   * Not ready while a rule's watch is syncing. A denied watch (403) or an unavailable resource
+   * does not hold readiness back (no retry would sync it, and the chart itself withholds Secrets
+   * from the collector when an executor gate is on); both are named in the reason.
+   */
   function health(): ComponentHealth {
-    const all = watches();
-    const notReady = all.filter(
-      (w) =>
-        w.origin !== 'demand' &&
-        (w.state === 'syncing' || w.state === 'resolving' || w.state === 'forbidden'),
-    );
+    const all = watches().filter((w) => w.origin !== 'demand');
     const describe = (w: StateWatchStatus): string =>
       `${w.resource}${w.namespace === '' ? '' : ` (namespace ${w.namespace})`}${w.reason === undefined ? '' : `: ${w.reason}`}`;
-    if (notReady.length > 0) {
-      return {
-        state: 'unhealthy',
-        reason: notReady
-          .map((w) => `${w.state === 'forbidden' ? 'forbidden' : 'not synced'}: ${describe(w)}`)
-          .join('; '),
-      };
-    }
-    const missing = all.filter((w) => w.state === 'unavailable');
-    if (missing.length > 0) {
-      return { state: 'ok', reason: missing.map((w) => `unavailable: ${describe(w)}`).join('; ') };
-    }
-    return { state: 'ok' };
+    const label = (w: StateWatchStatus): string =>
+      w.state === 'syncing' || w.state === 'resolving' ? 'not synced' : w.state;
+    const syncing = all.filter((w) => w.state === 'syncing' || w.state === 'resolving');
+    const reported = all.filter((w) => w.state === 'forbidden' || w.state === 'unavailable');
+    const reason = [...syncing, ...reported].map((w) => `${label(w)}: ${describe(w)}`).join('; ');
+    if (syncing.length > 0) return { state: 'unhealthy', reason };
+    return reason === '' ? { state: 'ok' } : { state: 'ok', reason };
   }
 
   let closed: Promise<void> | undefined;
