@@ -4,6 +4,7 @@ import { fastify, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { ControlResult, LogFilter, Overview } from './api-types.js';
 import type { DemoGateway } from './demo-gateway.js';
 import { parseLevels } from './log-store.js';
+import { registerQueryRoutes } from './query-routes.js';
 import { UI_OUT_DIR, uiBuildIsCurrent } from './ui-build.js';
 
 /** Messages returned per poll of /api/state at most. */
@@ -181,6 +182,8 @@ export function createWebUi(gateway: DemoGateway, options: WebUiOptions = {}): F
       );
     },
   );
+
+  registerQueryRoutes(app, gateway);
 
   app.get('/*', (request, reply) => {
     const path = request.url.split('?')[0] ?? '/';

@@ -156,9 +156,18 @@ export function createCapabilityCatalog(
     );
   };
 
+  /** One round that never rejects: a stop mid-round is the normal end, anything else is logged. */
+  const safeOnce = async (signal: AbortSignal): Promise<void> => {
+    try {
+      await once(signal);
+    } catch (err: unknown) {
+      if (!signal.aborted) logger.warn({ err: getErrorMessage(err) }, 'catalog round failed');
+    }
+  };
+
   const refresh = (signal: AbortSignal): Promise<void> => {
     // Rounds never overlap: a refresh waits for the one running.
-    round = round.then(() => once(AbortSignal.any([signal, stop.signal])));
+    round = round.then(() => safeOnce(AbortSignal.any([signal, stop.signal])));
     return round;
   };
 
@@ -183,8 +192,8 @@ export function createCapabilityCatalog(
     },
     async close() {
       stop.abort();
-      await loop;
-      await round.catch(() => undefined);
+      await loop?.catch(() => undefined);
+      await round;
     },
   };
 }

@@ -4,6 +4,7 @@ import type { ComponentType } from 'preact';
 import type { Overview } from '../../api-types.js';
 import { AgentsView } from './views/agents.js';
 import { LogsView } from './views/logs.js';
+import { QueryView } from './views/query.js';
 
 /** What every view receives from the frame. */
 export interface ViewProps {
@@ -70,7 +71,7 @@ export const VIEWS: readonly ViewDefinition[] = [
     title: 'Query',
     icon: '?',
     kinds: ['resourceQueryResult', 'catalog'],
-    planned: 'Live queries through the policy gate, and the capability catalog.',
+    component: QueryView,
   },
   {
     id: 'consoles',
