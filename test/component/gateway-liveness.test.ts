@@ -87,6 +87,8 @@ async function startRig(tuning: CollectorDeps['streamTuning']): Promise<Rig> {
     '  logs: { enabled: false }',
     '  state: { enabled: false }',
     '  metrics: { enabled: false }',
+    // Enabled (one collector is required) but with nothing to watch: no source runs.
+    '  events: { pod_lifecycle: false, kubernetes_events: false }',
     'observability:',
     '  health_addr: "127.0.0.1:0"',
     '  metrics_addr: "127.0.0.1:0"',
