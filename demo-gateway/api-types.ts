@@ -41,7 +41,16 @@ export interface SessionInfo {
 }
 
 export type ControlKind =
-  'handshake' | 'backpressure' | 'config' | 'shutdown' | 'query' | 'closed' | 'heartbeat-status';
+  | 'handshake'
+  | 'backpressure'
+  | 'config'
+  | 'shutdown'
+  | 'query'
+  | 'closed'
+  | 'heartbeat-status'
+  | 'nodeJobRequest'
+  | 'nodeJobCancel'
+  | 'mutationRequest';
 
 /** One entry of a session's timeline: what the gateway sent, and the session's own milestones. */
 export interface ControlEvent {

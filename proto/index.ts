@@ -78,3 +78,15 @@ export {
   RunNodeJobRequest,
   RunNodeJobResponse,
 } from './gen/executor/v1/node_job.js';
+// Node jobs, mutations and audit records on the gateway wire (agent.v1).
+export { AuditRecord } from './gen/agent/v1/audit.js';
+export {
+  MutationRequest as GatewayMutationRequest,
+  MutationResult,
+  NodeJobCancel,
+  NodeJobDone,
+  NodeJobEvent,
+  NodeJobPod,
+  NodeJobRequest,
+} from './gen/agent/v1/node_job.js';
+export { podPhaseToJSON } from './gen/executor/v1/node_job.js';

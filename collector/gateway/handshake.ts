@@ -30,7 +30,8 @@ export function buildHandshake(identity: AgentIdentity): AgentMessage {
         protoVersion: SUPPORTED_PROTO_VERSIONS[0] ?? 'v1',
         clusterId: identity.clusterId,
         tenantToken: identity.tenantToken,
-        caps: { ...identity.capabilities },
+        // node_jobs and mutations stay false until the collector relays them to its executor.
+        caps: { nodeJobs: false, mutations: false, ...identity.capabilities },
         supportedProtoVersions: [...SUPPORTED_PROTO_VERSIONS],
       },
     },

@@ -18,9 +18,11 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { AgentMetadata } from "../../common/v1/metadata.js";
+import { AuditRecord } from "./audit.js";
 import { ResourceCatalog } from "./catalog.js";
 import { LogBatch } from "./log.js";
 import { MetricBatch, MetricsEvent, PrometheusMetricsEvent } from "./metric.js";
+import { MutationRequest, MutationResult, NodeJobCancel, NodeJobEvent, NodeJobRequest } from "./node_job.js";
 import { ResourceKind, resourceKindFromJSON, resourceKindToJSON, StateEvent } from "./state.js";
 
 export const protobufPackage = "agent.v1";
@@ -248,6 +250,13 @@ export interface AgentMessage {
     | { $case: "prometheusMetrics"; value: PrometheusMetricsEvent }
     | { $case: "catalog"; value: ResourceCatalog }
     | { $case: "resourceQueryResult"; value: ResourceQueryResult }
+    | //
+    /** --- node jobs and mutations (node_job.proto): sent only in answer to a request --- */
+    { $case: "nodeJobEvent"; value: NodeJobEvent }
+    | { $case: "mutationResult"; value: MutationResult }
+    | //
+    /** audit_record (audit.proto): one per privileged action. */
+    { $case: "auditRecord"; value: AuditRecord }
     | undefined;
 }
 
@@ -272,6 +281,10 @@ export interface AgentCapabilities {
   logs: boolean;
   state: boolean;
   metrics: boolean;
+  /** node_jobs: the executor accepts node jobs (its mutate.node gate is on). */
+  nodeJobs: boolean;
+  /** mutations: the executor accepts generic mutations (its mutate gate is on). */
+  mutations: boolean;
 }
 
 /** Heartbeat is sent on the stream every heartbeat interval, never buffered. */
@@ -309,6 +322,11 @@ export interface GatewayMessage {
     | { $case: "backpressure"; value: BackpressureSignal }
     | { $case: "shutdown"; value: Shutdown }
     | { $case: "resourceQuery"; value: ResourceQuery }
+    | //
+    /** --- node jobs and mutations (node_job.proto); only to an agent advertising them --- */
+    { $case: "nodeJobRequest"; value: NodeJobRequest }
+    | { $case: "nodeJobCancel"; value: NodeJobCancel }
+    | { $case: "mutationRequest"; value: MutationRequest }
     | undefined;
 }
 
@@ -504,6 +522,15 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "resourceQueryResult":
         ResourceQueryResult.encode(message.payload.value, writer.uint32(90).fork()).join();
         break;
+      case "nodeJobEvent":
+        NodeJobEvent.encode(message.payload.value, writer.uint32(130).fork()).join();
+        break;
+      case "mutationResult":
+        MutationResult.encode(message.payload.value, writer.uint32(138).fork()).join();
+        break;
+      case "auditRecord":
+        AuditRecord.encode(message.payload.value, writer.uint32(146).fork()).join();
+        break;
     }
     return writer;
   },
@@ -615,6 +642,30 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             };
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.payload = { $case: "nodeJobEvent", value: NodeJobEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.payload = { $case: "mutationResult", value: MutationResult.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.payload = { $case: "auditRecord", value: AuditRecord.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -659,6 +710,18 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resourceQueryResult) }
         : isSet(object.resource_query_result)
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resource_query_result) }
+        : isSet(object.nodeJobEvent)
+        ? { $case: "nodeJobEvent", value: NodeJobEvent.fromJSON(object.nodeJobEvent) }
+        : isSet(object.node_job_event)
+        ? { $case: "nodeJobEvent", value: NodeJobEvent.fromJSON(object.node_job_event) }
+        : isSet(object.mutationResult)
+        ? { $case: "mutationResult", value: MutationResult.fromJSON(object.mutationResult) }
+        : isSet(object.mutation_result)
+        ? { $case: "mutationResult", value: MutationResult.fromJSON(object.mutation_result) }
+        : isSet(object.auditRecord)
+        ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.auditRecord) }
+        : isSet(object.audit_record)
+        ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.audit_record) }
         : undefined,
     };
   },
@@ -689,6 +752,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.catalog = ResourceCatalog.toJSON(message.payload.value);
     } else if (message.payload?.$case === "resourceQueryResult") {
       obj.resourceQueryResult = ResourceQueryResult.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "nodeJobEvent") {
+      obj.nodeJobEvent = NodeJobEvent.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "mutationResult") {
+      obj.mutationResult = MutationResult.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "auditRecord") {
+      obj.auditRecord = AuditRecord.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -760,6 +829,24 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             $case: "resourceQueryResult",
             value: ResourceQueryResult.fromPartial(object.payload.value),
           };
+        }
+        break;
+      }
+      case "nodeJobEvent": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "nodeJobEvent", value: NodeJobEvent.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "mutationResult": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "mutationResult", value: MutationResult.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "auditRecord": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "auditRecord", value: AuditRecord.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -947,7 +1034,7 @@ export const HandshakeRequest: MessageFns<HandshakeRequest> = {
 };
 
 function createBaseAgentCapabilities(): AgentCapabilities {
-  return { logs: false, state: false, metrics: false };
+  return { logs: false, state: false, metrics: false, nodeJobs: false, mutations: false };
 }
 
 export const AgentCapabilities: MessageFns<AgentCapabilities> = {
@@ -960,6 +1047,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.metrics !== false) {
       writer.uint32(24).bool(message.metrics);
+    }
+    if (message.nodeJobs !== false) {
+      writer.uint32(48).bool(message.nodeJobs);
+    }
+    if (message.mutations !== false) {
+      writer.uint32(56).bool(message.mutations);
     }
     return writer;
   },
@@ -1001,6 +1094,22 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.metrics = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.nodeJobs = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.mutations = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1018,6 +1127,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
       logs: isSet(object.logs) ? globalThis.Boolean(object.logs) : false,
       state: isSet(object.state) ? globalThis.Boolean(object.state) : false,
       metrics: isSet(object.metrics) ? globalThis.Boolean(object.metrics) : false,
+      nodeJobs: isSet(object.nodeJobs)
+        ? globalThis.Boolean(object.nodeJobs)
+        : isSet(object.node_jobs)
+        ? globalThis.Boolean(object.node_jobs)
+        : false,
+      mutations: isSet(object.mutations) ? globalThis.Boolean(object.mutations) : false,
     };
   },
 
@@ -1032,6 +1147,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.metrics !== false) {
       obj.metrics = message.metrics;
     }
+    if (message.nodeJobs !== false) {
+      obj.nodeJobs = message.nodeJobs;
+    }
+    if (message.mutations !== false) {
+      obj.mutations = message.mutations;
+    }
     return obj;
   },
 
@@ -1043,6 +1164,8 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.logs = object.logs ?? false;
     message.state = object.state ?? false;
     message.metrics = object.metrics ?? false;
+    message.nodeJobs = object.nodeJobs ?? false;
+    message.mutations = object.mutations ?? false;
     return message;
   },
 };
@@ -1384,6 +1507,15 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "resourceQuery":
         ResourceQuery.encode(message.payload.value, writer.uint32(58).fork()).join();
         break;
+      case "nodeJobRequest":
+        NodeJobRequest.encode(message.payload.value, writer.uint32(98).fork()).join();
+        break;
+      case "nodeJobCancel":
+        NodeJobCancel.encode(message.payload.value, writer.uint32(106).fork()).join();
+        break;
+      case "mutationRequest":
+        MutationRequest.encode(message.payload.value, writer.uint32(114).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1457,6 +1589,30 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
             message.payload = { $case: "resourceQuery", value: ResourceQuery.decode(reader, reader.uint32()) };
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.payload = { $case: "nodeJobRequest", value: NodeJobRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.payload = { $case: "nodeJobCancel", value: NodeJobCancel.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.payload = { $case: "mutationRequest", value: MutationRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1490,6 +1646,18 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
         ? { $case: "resourceQuery", value: ResourceQuery.fromJSON(object.resourceQuery) }
         : isSet(object.resource_query)
         ? { $case: "resourceQuery", value: ResourceQuery.fromJSON(object.resource_query) }
+        : isSet(object.nodeJobRequest)
+        ? { $case: "nodeJobRequest", value: NodeJobRequest.fromJSON(object.nodeJobRequest) }
+        : isSet(object.node_job_request)
+        ? { $case: "nodeJobRequest", value: NodeJobRequest.fromJSON(object.node_job_request) }
+        : isSet(object.nodeJobCancel)
+        ? { $case: "nodeJobCancel", value: NodeJobCancel.fromJSON(object.nodeJobCancel) }
+        : isSet(object.node_job_cancel)
+        ? { $case: "nodeJobCancel", value: NodeJobCancel.fromJSON(object.node_job_cancel) }
+        : isSet(object.mutationRequest)
+        ? { $case: "mutationRequest", value: MutationRequest.fromJSON(object.mutationRequest) }
+        : isSet(object.mutation_request)
+        ? { $case: "mutationRequest", value: MutationRequest.fromJSON(object.mutation_request) }
         : undefined,
     };
   },
@@ -1511,6 +1679,12 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       obj.shutdown = Shutdown.toJSON(message.payload.value);
     } else if (message.payload?.$case === "resourceQuery") {
       obj.resourceQuery = ResourceQuery.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "nodeJobRequest") {
+      obj.nodeJobRequest = NodeJobRequest.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "nodeJobCancel") {
+      obj.nodeJobCancel = NodeJobCancel.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "mutationRequest") {
+      obj.mutationRequest = MutationRequest.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -1555,6 +1729,24 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "resourceQuery": {
         if (object.payload?.value !== undefined && object.payload?.value !== null) {
           message.payload = { $case: "resourceQuery", value: ResourceQuery.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "nodeJobRequest": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "nodeJobRequest", value: NodeJobRequest.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "nodeJobCancel": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "nodeJobCancel", value: NodeJobCancel.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "mutationRequest": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "mutationRequest", value: MutationRequest.fromPartial(object.payload.value) };
         }
         break;
       }
