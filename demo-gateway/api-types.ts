@@ -49,7 +49,10 @@ export type ControlKind =
   | 'closed'
   | 'heartbeat-status'
   | 'consoleOpen'
-  | 'consoleAttach';
+  | 'consoleAttach'
+  | 'nodeJobRequest'
+  | 'nodeJobCancel'
+  | 'mutationRequest';
 
 /** One entry of a session's timeline: what the gateway sent, and the session's own milestones. */
 export interface ControlEvent {

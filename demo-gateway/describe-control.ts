@@ -40,5 +40,26 @@ export function describeControl(payload: ControlPayload): string {
       return `console ${payload.value.requestId}: ${payload.value.namespace}/${payload.value.pod}`;
     case 'consoleAttach':
       return `console ${payload.value.requestId}: re-attach after seq ${payload.value.resumeAfter}`;
+    case 'nodeJobRequest':
+    case 'nodeJobCancel':
+    case 'mutationRequest':
+      return describeWriteRequest(payload);
+  }
+}
+
+/** The node-job and mutation requests, one line each. */
+function describeWriteRequest(
+  payload: Extract<
+    ControlPayload,
+    { $case: 'nodeJobRequest' | 'nodeJobCancel' | 'mutationRequest' }
+  >,
+): string {
+  switch (payload.$case) {
+    case 'nodeJobRequest':
+      return `node job ${payload.value.verb} ${payload.value.node}${payload.value.dryRun ? ' (dry run)' : ''}`;
+    case 'nodeJobCancel':
+      return `cancel node job ${payload.value.jobId}`;
+    case 'mutationRequest':
+      return `mutation ${payload.value.verb} ${payload.value.resource} ${payload.value.namespace}/${payload.value.name}`;
   }
 }

@@ -49,6 +49,12 @@ const describers: Describers = {
     r.error
       ? `query ${r.queryId} error ${r.error.code}: ${r.error.message}`
       : `query ${r.queryId} ${r.payload.byteLength} bytes`,
+  nodeJobEvent: (e) =>
+    e.event?.$case === 'pod'
+      ? `job ${e.jobId} ${e.event.value.phase} ${e.event.value.namespace}/${e.event.value.name}`
+      : `job ${e.jobId} ${e.event?.$case ?? ''}`,
+  mutationResult: (r) => `mutation ${r.requestId} ${r.status} ${r.refusalCode}`.trim(),
+  auditRecord: (a) => `audit ${a.verb} ${a.target} by ${a.principal}: ${a.exitStatus}`,
 };
 
 /** One line a person can read in the UI. Never contains the tenant token. */

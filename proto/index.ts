@@ -127,3 +127,14 @@ export {
   ConsoleRefusal,
   ConsoleResize,
 } from './gen/agent/v1/console.js';
+// Node jobs and mutations on the gateway wire (agent.v1).
+export {
+  MutationRequest as GatewayMutationRequest,
+  MutationResult,
+  NodeJobCancel,
+  NodeJobDone,
+  NodeJobEvent,
+  NodeJobPod,
+  NodeJobRequest,
+} from './gen/agent/v1/node_job.js';
+export { podPhaseToJSON } from './gen/executor/v1/node_job.js';

@@ -15,9 +15,9 @@ type Feature = ChartFeature;
 /**
  * The privileged features the executor implements, as the chart's kubexa.implementedFeatures
  * lists them. A gate for any other feature is refused, or (with RENDER_UNIMPLEMENTED) renders
- * the executor without the gate's RBAC. Empty today: no privileged feature exists yet.
+ * the executor without the gate's RBAC. nodeOps and write: node jobs and mutations.
  */
-export const IMPLEMENTED_FEATURES: readonly Feature[] = [];
+export const IMPLEMENTED_FEATURES: readonly Feature[] = ['nodeOps', 'write'];
 
 /** Values that let a gate whose feature is not implemented render (identity and socket tests). */
 export const RENDER_UNIMPLEMENTED: Values = { executor: { renderUnimplemented: true } };

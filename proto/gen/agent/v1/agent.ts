@@ -24,6 +24,7 @@ import { ConsoleAgentFrame, ConsoleAttachRequest, ConsoleGatewayFrame, ConsoleOp
 import { KubeEvent, PodLifecycleEvent } from "./events.js";
 import { LogBatch } from "./log.js";
 import { MetricBatch, MetricsEvent, PrometheusMetricsEvent } from "./metric.js";
+import { MutationRequest, MutationResult, NodeJobCancel, NodeJobEvent, NodeJobRequest } from "./node_job.js";
 import { ResourceKind, resourceKindFromJSON, resourceKindToJSON, StateEvent } from "./state.js";
 
 export const protobufPackage = "agent.v1";
@@ -259,7 +260,14 @@ export interface AgentMessage {
     /**
      * Consoles: 12..15 reserved for console events on Connect (none needed yet: a console's
      * traffic is on its own Console call).
-     * audit_record: durable, through the buffer, never dropped by the overflow policy.
+     * --- node jobs and mutations (node_job.proto): sent only in answer to a request ---
+     */
+    { $case: "nodeJobEvent"; value: NodeJobEvent }
+    | { $case: "mutationResult"; value: MutationResult }
+    | //
+    /**
+     * audit_record (audit.proto): one per privileged action (console, node job, mutation);
+     * durable, through the buffer, never dropped by the overflow policy.
      */
     { $case: "auditRecord"; value: AuditRecord }
     | undefined;
@@ -299,6 +307,10 @@ export interface AgentCapabilities {
   catalog: boolean;
   /** pod_consoles: the agent answers console_open/console_attach and serves Console calls. */
   podConsoles: boolean;
+  /** node_jobs: the executor accepts node jobs (its mutate.node gate is on). */
+  nodeJobs: boolean;
+  /** mutations: the executor accepts generic mutations (its mutate gate is on). */
+  mutations: boolean;
 }
 
 /** Heartbeat is sent on the stream every heartbeat interval, never buffered. */
@@ -340,6 +352,11 @@ export interface GatewayMessage {
     /** Consoles (console.proto): only sent to an agent that advertises pod_consoles. */
     { $case: "consoleOpen"; value: ConsoleOpenRequest }
     | { $case: "consoleAttach"; value: ConsoleAttachRequest }
+    | //
+    /** --- node jobs and mutations (node_job.proto); only to an agent advertising them --- */
+    { $case: "nodeJobRequest"; value: NodeJobRequest }
+    | { $case: "nodeJobCancel"; value: NodeJobCancel }
+    | { $case: "mutationRequest"; value: MutationRequest }
     | undefined;
 }
 
@@ -541,6 +558,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "podLifecycle":
         PodLifecycleEvent.encode(message.payload.value, writer.uint32(170).fork()).join();
         break;
+      case "nodeJobEvent":
+        NodeJobEvent.encode(message.payload.value, writer.uint32(130).fork()).join();
+        break;
+      case "mutationResult":
+        MutationResult.encode(message.payload.value, writer.uint32(138).fork()).join();
+        break;
       case "auditRecord":
         AuditRecord.encode(message.payload.value, writer.uint32(146).fork()).join();
         break;
@@ -671,6 +694,22 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             message.payload = { $case: "podLifecycle", value: PodLifecycleEvent.decode(reader, reader.uint32()) };
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.payload = { $case: "nodeJobEvent", value: NodeJobEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.payload = { $case: "mutationResult", value: MutationResult.decode(reader, reader.uint32()) };
+            continue;
+          }
           case 18: {
             if (tag !== 146) {
               break;
@@ -731,6 +770,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         ? { $case: "podLifecycle", value: PodLifecycleEvent.fromJSON(object.podLifecycle) }
         : isSet(object.pod_lifecycle)
         ? { $case: "podLifecycle", value: PodLifecycleEvent.fromJSON(object.pod_lifecycle) }
+        : isSet(object.nodeJobEvent)
+        ? { $case: "nodeJobEvent", value: NodeJobEvent.fromJSON(object.nodeJobEvent) }
+        : isSet(object.node_job_event)
+        ? { $case: "nodeJobEvent", value: NodeJobEvent.fromJSON(object.node_job_event) }
+        : isSet(object.mutationResult)
+        ? { $case: "mutationResult", value: MutationResult.fromJSON(object.mutationResult) }
+        : isSet(object.mutation_result)
+        ? { $case: "mutationResult", value: MutationResult.fromJSON(object.mutation_result) }
         : isSet(object.auditRecord)
         ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.auditRecord) }
         : isSet(object.audit_record)
@@ -769,6 +816,10 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.kubeEvent = KubeEvent.toJSON(message.payload.value);
     } else if (message.payload?.$case === "podLifecycle") {
       obj.podLifecycle = PodLifecycleEvent.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "nodeJobEvent") {
+      obj.nodeJobEvent = NodeJobEvent.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "mutationResult") {
+      obj.mutationResult = MutationResult.toJSON(message.payload.value);
     } else if (message.payload?.$case === "auditRecord") {
       obj.auditRecord = AuditRecord.toJSON(message.payload.value);
     }
@@ -854,6 +905,18 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "podLifecycle": {
         if (object.payload?.value !== undefined && object.payload?.value !== null) {
           message.payload = { $case: "podLifecycle", value: PodLifecycleEvent.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "nodeJobEvent": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "nodeJobEvent", value: NodeJobEvent.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "mutationResult": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "mutationResult", value: MutationResult.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -1056,6 +1119,8 @@ function createBaseAgentCapabilities(): AgentCapabilities {
     query: false,
     catalog: false,
     podConsoles: false,
+    nodeJobs: false,
+    mutations: false,
   };
 }
 
@@ -1084,6 +1149,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.podConsoles !== false) {
       writer.uint32(32).bool(message.podConsoles);
+    }
+    if (message.nodeJobs !== false) {
+      writer.uint32(48).bool(message.nodeJobs);
+    }
+    if (message.mutations !== false) {
+      writer.uint32(56).bool(message.mutations);
     }
     return writer;
   },
@@ -1165,6 +1236,22 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.podConsoles = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.nodeJobs = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.mutations = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1199,6 +1286,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
         : isSet(object.pod_consoles)
         ? globalThis.Boolean(object.pod_consoles)
         : false,
+      nodeJobs: isSet(object.nodeJobs)
+        ? globalThis.Boolean(object.nodeJobs)
+        : isSet(object.node_jobs)
+        ? globalThis.Boolean(object.node_jobs)
+        : false,
+      mutations: isSet(object.mutations) ? globalThis.Boolean(object.mutations) : false,
     };
   },
 
@@ -1228,6 +1321,12 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.podConsoles !== false) {
       obj.podConsoles = message.podConsoles;
     }
+    if (message.nodeJobs !== false) {
+      obj.nodeJobs = message.nodeJobs;
+    }
+    if (message.mutations !== false) {
+      obj.mutations = message.mutations;
+    }
     return obj;
   },
 
@@ -1244,6 +1343,8 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.query = object.query ?? false;
     message.catalog = object.catalog ?? false;
     message.podConsoles = object.podConsoles ?? false;
+    message.nodeJobs = object.nodeJobs ?? false;
+    message.mutations = object.mutations ?? false;
     return message;
   },
 };
@@ -1591,6 +1692,15 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "consoleAttach":
         ConsoleAttachRequest.encode(message.payload.value, writer.uint32(74).fork()).join();
         break;
+      case "nodeJobRequest":
+        NodeJobRequest.encode(message.payload.value, writer.uint32(98).fork()).join();
+        break;
+      case "nodeJobCancel":
+        NodeJobCancel.encode(message.payload.value, writer.uint32(106).fork()).join();
+        break;
+      case "mutationRequest":
+        MutationRequest.encode(message.payload.value, writer.uint32(114).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1680,6 +1790,30 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
             message.payload = { $case: "consoleAttach", value: ConsoleAttachRequest.decode(reader, reader.uint32()) };
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.payload = { $case: "nodeJobRequest", value: NodeJobRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.payload = { $case: "nodeJobCancel", value: NodeJobCancel.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.payload = { $case: "mutationRequest", value: MutationRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1721,6 +1855,18 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
         ? { $case: "consoleAttach", value: ConsoleAttachRequest.fromJSON(object.consoleAttach) }
         : isSet(object.console_attach)
         ? { $case: "consoleAttach", value: ConsoleAttachRequest.fromJSON(object.console_attach) }
+        : isSet(object.nodeJobRequest)
+        ? { $case: "nodeJobRequest", value: NodeJobRequest.fromJSON(object.nodeJobRequest) }
+        : isSet(object.node_job_request)
+        ? { $case: "nodeJobRequest", value: NodeJobRequest.fromJSON(object.node_job_request) }
+        : isSet(object.nodeJobCancel)
+        ? { $case: "nodeJobCancel", value: NodeJobCancel.fromJSON(object.nodeJobCancel) }
+        : isSet(object.node_job_cancel)
+        ? { $case: "nodeJobCancel", value: NodeJobCancel.fromJSON(object.node_job_cancel) }
+        : isSet(object.mutationRequest)
+        ? { $case: "mutationRequest", value: MutationRequest.fromJSON(object.mutationRequest) }
+        : isSet(object.mutation_request)
+        ? { $case: "mutationRequest", value: MutationRequest.fromJSON(object.mutation_request) }
         : undefined,
     };
   },
@@ -1746,6 +1892,12 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       obj.consoleOpen = ConsoleOpenRequest.toJSON(message.payload.value);
     } else if (message.payload?.$case === "consoleAttach") {
       obj.consoleAttach = ConsoleAttachRequest.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "nodeJobRequest") {
+      obj.nodeJobRequest = NodeJobRequest.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "nodeJobCancel") {
+      obj.nodeJobCancel = NodeJobCancel.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "mutationRequest") {
+      obj.mutationRequest = MutationRequest.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -1802,6 +1954,24 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "consoleAttach": {
         if (object.payload?.value !== undefined && object.payload?.value !== null) {
           message.payload = { $case: "consoleAttach", value: ConsoleAttachRequest.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "nodeJobRequest": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "nodeJobRequest", value: NodeJobRequest.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "nodeJobCancel": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "nodeJobCancel", value: NodeJobCancel.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "mutationRequest": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "mutationRequest", value: MutationRequest.fromPartial(object.payload.value) };
         }
         break;
       }

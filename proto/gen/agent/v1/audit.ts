@@ -21,7 +21,7 @@ export const protobufFileName = "agent/v1/audit.proto";
  * mutations use the same record). Stdin content is never part of it.
  */
 export interface AuditRecord {
-  /** event: "console_open", "console_refusal", "console_close" (others for other actions). */
+  /** event: "console_open", "console_refusal", "console_close", "node_job" or "mutation". */
   event: string;
   requestId: string;
   sessionId: string;
@@ -43,8 +43,15 @@ export interface AuditRecord {
   /** refusal_code and refusal_reason: set on refusals (codes as ConsoleRefusal.code). */
   refusalCode: string;
   refusalReason: string;
-  /** rule: the configuration rule that allowed the action (exec.pod.rules id). */
+  /** rule: the configuration rule that allowed the action (exec.pod.rules or mutate.rules id). */
   rule: string;
+  /**
+   * outcome: for node jobs and mutations, "succeeded", "refused", "failed", "timed_out" or
+   * "cancelled" (consoles report exit_code and end_reason instead).
+   */
+  outcome: string;
+  /** dry_run: a node job or mutation sent with dryRun=All (nothing changed). */
+  dryRun: boolean;
 }
 
 function createBaseAuditRecord(): AuditRecord {
@@ -66,6 +73,8 @@ function createBaseAuditRecord(): AuditRecord {
     refusalCode: "",
     refusalReason: "",
     rule: "",
+    outcome: "",
+    dryRun: false,
   };
 }
 
@@ -121,6 +130,12 @@ export const AuditRecord: MessageFns<AuditRecord> = {
     }
     if (message.rule !== "") {
       writer.uint32(138).string(message.rule);
+    }
+    if (message.outcome !== "") {
+      writer.uint32(146).string(message.outcome);
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(152).bool(message.dryRun);
     }
     return writer;
   },
@@ -274,6 +289,22 @@ export const AuditRecord: MessageFns<AuditRecord> = {
             message.rule = reader.string();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.outcome = reader.string();
+            continue;
+          }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -345,6 +376,12 @@ export const AuditRecord: MessageFns<AuditRecord> = {
         ? globalThis.String(object.refusal_reason)
         : "",
       rule: isSet(object.rule) ? globalThis.String(object.rule) : "",
+      outcome: isSet(object.outcome) ? globalThis.String(object.outcome) : "",
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
     };
   },
 
@@ -401,6 +438,12 @@ export const AuditRecord: MessageFns<AuditRecord> = {
     if (message.rule !== "") {
       obj.rule = message.rule;
     }
+    if (message.outcome !== "") {
+      obj.outcome = message.outcome;
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
     return obj;
   },
 
@@ -426,6 +469,8 @@ export const AuditRecord: MessageFns<AuditRecord> = {
     message.refusalCode = object.refusalCode ?? "";
     message.refusalReason = object.refusalReason ?? "";
     message.rule = object.rule ?? "";
+    message.outcome = object.outcome ?? "";
+    message.dryRun = object.dryRun ?? false;
     return message;
   },
 };
