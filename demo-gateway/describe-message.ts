@@ -43,7 +43,7 @@ const describers: Describers = {
     `${podLifecycleReasonToJSON(e.reason).replace('POD_LIFECYCLE_REASON_', '')} ${prefix(e.namespace)}${e.pod}${e.container ? `/${e.container}` : ''}`,
   auditRecord: (a) =>
     clip(
-      `${a.event} ${a.target} by ${a.principal || '?'}${a.refusalCode ? ` refused ${a.refusalCode}` : ''}`,
+      `${a.event} ${a.target} by ${a.principal || '?'}${a.refusalCode ? ` refused ${a.refusalCode}` : ''}${a.outcome ? `: ${a.outcome}` : ''}`,
     ),
   resourceQueryResult: (r) =>
     r.error
@@ -54,7 +54,6 @@ const describers: Describers = {
       ? `job ${e.jobId} ${e.event.value.phase} ${e.event.value.namespace}/${e.event.value.name}`
       : `job ${e.jobId} ${e.event?.$case ?? ''}`,
   mutationResult: (r) => `mutation ${r.requestId} ${r.status} ${r.refusalCode}`.trim(),
-  auditRecord: (a) => `audit ${a.verb} ${a.target} by ${a.principal}: ${a.exitStatus}`,
 };
 
 /** One line a person can read in the UI. Never contains the tenant token. */

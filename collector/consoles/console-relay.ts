@@ -70,6 +70,9 @@ export function toAuditRecord(audit: ConsoleAudit): AuditRecord {
     refusalCode: audit.refusal === undefined ? '' : refusalCodeName(audit.refusal.code),
     refusalReason: audit.refusal?.reason ?? '',
     rule: audit.rule,
+    // Node-job and mutation fields; a console reports exit_code and end_reason instead.
+    outcome: '',
+    dryRun: false,
   };
 }
 

@@ -72,7 +72,8 @@ describe('node job and mutation relay', () => {
         // The guard checks the gate and names no principal when it refuses.
         principal: '',
         verb: 'drain',
-        exitStatus: 'refused',
+        event: 'node_job',
+        outcome: 'refused',
         target: 'node/node-1',
       },
     });
