@@ -114,7 +114,7 @@ describe('handshake capabilities', () => {
   it('advertises logs and metrics only while their collectors run, never state it lacks', async () => {
     // State is enabled by default, but this version has no such collector.
     const on = await advertised([]);
-    expect(on.caps).toEqual({ logs: true, state: false, metrics: true });
+    expect(on.caps).toEqual({ logs: true, state: false, metrics: true, profiles: false });
     const said = on.logs.lines.find((l) => l.msg.startsWith('collectors enabled in the config'));
     expect(said?.['collectors']).toEqual(['collect.state']);
 
@@ -124,7 +124,7 @@ describe('handshake capabilities', () => {
       '  state: { enabled: false }',
       '  metrics: { enabled: false }',
     ]);
-    expect(off.caps).toEqual({ logs: false, state: false, metrics: false });
+    expect(off.caps).toEqual({ logs: false, state: false, metrics: false, profiles: false });
     expect(off.logs.lines.some((l) => l.msg.startsWith('collectors enabled in the config'))).toBe(
       false,
     );

@@ -221,6 +221,7 @@ export function createCollector(
         capabilities: advertisedCapabilities({
           logs: podLogs !== undefined,
           metrics: metricsSource !== undefined,
+          profiles: metricsSource !== undefined && collect.metrics.profiles.enabled,
         }),
       },
       ...deps.streamTuning,
@@ -290,8 +291,14 @@ export function createCollector(
 export function advertisedCapabilities(running: {
   readonly logs: boolean;
   readonly metrics?: boolean;
+  readonly profiles?: boolean;
 }): AgentIdentity['capabilities'] {
-  return { logs: running.logs, state: false, metrics: running.metrics === true };
+  return {
+    logs: running.logs,
+    state: false,
+    metrics: running.metrics === true,
+    profiles: running.profiles === true,
+  };
 }
 
 /** Says once, at start, which enabled collectors this version does not have yet. */

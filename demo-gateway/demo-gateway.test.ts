@@ -80,7 +80,7 @@ function handshake(
         protoVersion: overrides.versions?.[0] ?? 'v1',
         clusterId: overrides.cluster ?? 'cluster-1',
         tenantToken: overrides.token ?? 'good-token',
-        caps: { logs: true, state: true, metrics: true },
+        caps: { logs: true, state: true, metrics: true, profiles: false },
         supportedProtoVersions: overrides.versions ?? ['v1'],
       },
     },

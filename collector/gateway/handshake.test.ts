@@ -33,7 +33,7 @@ describe('handshake', () => {
         protoVersion: 'v1',
         clusterId: 'cluster',
         tenantToken: 'secret',
-        caps: { logs: true, state: false, metrics: true },
+        caps: { logs: true, state: false, metrics: true, profiles: false },
         supportedProtoVersions: ['v1'],
       },
     });

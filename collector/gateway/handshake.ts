@@ -17,6 +17,8 @@ export interface AgentIdentity {
     readonly logs: boolean;
     readonly state: boolean;
     readonly metrics: boolean;
+    /** Cluster profiles (AgentMessage.profile); absent: false. */
+    readonly profiles?: boolean;
   };
 }
 
@@ -30,7 +32,7 @@ export function buildHandshake(identity: AgentIdentity): AgentMessage {
         protoVersion: SUPPORTED_PROTO_VERSIONS[0] ?? 'v1',
         clusterId: identity.clusterId,
         tenantToken: identity.tenantToken,
-        caps: { ...identity.capabilities },
+        caps: { ...identity.capabilities, profiles: identity.capabilities.profiles === true },
         supportedProtoVersions: [...SUPPORTED_PROTO_VERSIONS],
       },
     },

@@ -21,6 +21,7 @@ import { AgentMetadata } from "../../common/v1/metadata.js";
 import { ResourceCatalog } from "./catalog.js";
 import { LogBatch } from "./log.js";
 import { MetricBatch, MetricsEvent, PrometheusMetricsEvent } from "./metric.js";
+import { ProfileEvent } from "./profile.js";
 import { ResourceKind, resourceKindFromJSON, resourceKindToJSON, StateEvent } from "./state.js";
 
 export const protobufPackage = "agent.v1";
@@ -248,6 +249,9 @@ export interface AgentMessage {
     | { $case: "prometheusMetrics"; value: PrometheusMetricsEvent }
     | { $case: "catalog"; value: ResourceCatalog }
     | { $case: "resourceQueryResult"; value: ResourceQueryResult }
+    | //
+    /** profile is a pprof profile of a workload (cluster profiles; capability `profiles`). */
+    { $case: "profile"; value: ProfileEvent }
     | undefined;
 }
 
@@ -272,6 +276,8 @@ export interface AgentCapabilities {
   logs: boolean;
   state: boolean;
   metrics: boolean;
+  /** profiles: ProfileEvent (AgentMessage field 23) may be sent. */
+  profiles: boolean;
 }
 
 /** Heartbeat is sent on the stream every heartbeat interval, never buffered. */
@@ -504,6 +510,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "resourceQueryResult":
         ResourceQueryResult.encode(message.payload.value, writer.uint32(90).fork()).join();
         break;
+      case "profile":
+        ProfileEvent.encode(message.payload.value, writer.uint32(186).fork()).join();
+        break;
     }
     return writer;
   },
@@ -615,6 +624,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             };
             continue;
           }
+          case 23: {
+            if (tag !== 186) {
+              break;
+            }
+
+            message.payload = { $case: "profile", value: ProfileEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -659,6 +676,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resourceQueryResult) }
         : isSet(object.resource_query_result)
         ? { $case: "resourceQueryResult", value: ResourceQueryResult.fromJSON(object.resource_query_result) }
+        : isSet(object.profile)
+        ? { $case: "profile", value: ProfileEvent.fromJSON(object.profile) }
         : undefined,
     };
   },
@@ -689,6 +708,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.catalog = ResourceCatalog.toJSON(message.payload.value);
     } else if (message.payload?.$case === "resourceQueryResult") {
       obj.resourceQueryResult = ResourceQueryResult.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "profile") {
+      obj.profile = ProfileEvent.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -760,6 +781,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             $case: "resourceQueryResult",
             value: ResourceQueryResult.fromPartial(object.payload.value),
           };
+        }
+        break;
+      }
+      case "profile": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "profile", value: ProfileEvent.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -947,7 +974,7 @@ export const HandshakeRequest: MessageFns<HandshakeRequest> = {
 };
 
 function createBaseAgentCapabilities(): AgentCapabilities {
-  return { logs: false, state: false, metrics: false };
+  return { logs: false, state: false, metrics: false, profiles: false };
 }
 
 export const AgentCapabilities: MessageFns<AgentCapabilities> = {
@@ -960,6 +987,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.metrics !== false) {
       writer.uint32(24).bool(message.metrics);
+    }
+    if (message.profiles !== false) {
+      writer.uint32(104).bool(message.profiles);
     }
     return writer;
   },
@@ -1001,6 +1031,14 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.metrics = reader.bool();
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.profiles = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1018,6 +1056,7 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
       logs: isSet(object.logs) ? globalThis.Boolean(object.logs) : false,
       state: isSet(object.state) ? globalThis.Boolean(object.state) : false,
       metrics: isSet(object.metrics) ? globalThis.Boolean(object.metrics) : false,
+      profiles: isSet(object.profiles) ? globalThis.Boolean(object.profiles) : false,
     };
   },
 
@@ -1032,6 +1071,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.metrics !== false) {
       obj.metrics = message.metrics;
     }
+    if (message.profiles !== false) {
+      obj.profiles = message.profiles;
+    }
     return obj;
   },
 
@@ -1043,6 +1085,7 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.logs = object.logs ?? false;
     message.state = object.state ?? false;
     message.metrics = object.metrics ?? false;
+    message.profiles = object.profiles ?? false;
     return message;
   },
 };
