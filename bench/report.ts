@@ -17,6 +17,7 @@ export const CASE_ORDER = [
   'pod-logs-e2e',
   'demo-log-query',
   'footprint',
+  'prometheus-parse',
 ] as const;
 
 /** The README's generated block lies between these two lines. */

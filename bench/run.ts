@@ -10,6 +10,7 @@ import { demoLogQueryBench } from './cases/demo-log-query.js';
 import { footprintBench } from './cases/footprint.js';
 import { podLogsE2eBench } from './cases/pod-logs-e2e.js';
 import { podLogsBench } from './cases/pod-logs.js';
+import { prometheusParseBench } from './cases/prometheus-parse.js';
 import { streamBench } from './cases/stream.js';
 import {
   CASE_ORDER,
@@ -29,6 +30,7 @@ const CASES: readonly BenchCase[] = [
   podLogsE2eBench,
   demoLogQueryBench,
   footprintBench,
+  prometheusParseBench,
 ];
 // The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this;
 // demo-log-query stores a million records first: up to two minutes on a busy machine.
