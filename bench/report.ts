@@ -18,6 +18,7 @@ export const CASE_ORDER = [
   'demo-log-query',
   'footprint',
   'query',
+  'prometheus-parse',
 ] as const;
 
 /** The README's generated block lies between these two lines. */

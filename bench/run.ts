@@ -11,6 +11,7 @@ import { footprintBench } from './cases/footprint.js';
 import { podLogsE2eBench } from './cases/pod-logs-e2e.js';
 import { podLogsBench } from './cases/pod-logs.js';
 import { queryBench } from './cases/query.js';
+import { prometheusParseBench } from './cases/prometheus-parse.js';
 import { streamBench } from './cases/stream.js';
 import {
   CASE_ORDER,
@@ -31,6 +32,7 @@ const CASES: readonly BenchCase[] = [
   demoLogQueryBench,
   footprintBench,
   queryBench,
+  prometheusParseBench,
 ];
 // The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this;
 // demo-log-query stores a million records first: up to two minutes on a busy machine.

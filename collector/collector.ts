@@ -279,6 +279,7 @@ export function createCollector(
           ...advertisedCapabilities({
             logs: podLogs !== undefined,
             metrics: metricsSource !== undefined,
+            profiles: metricsSource !== undefined && collect.metrics.profiles.enabled,
             state: state !== undefined,
             podLifecycleEvents: events !== undefined && collect.events.pod_lifecycle,
             kubeEvents: events !== undefined && collect.events.kubernetes_events,
@@ -385,6 +386,7 @@ export function createCollector(
 export function advertisedCapabilities(running: {
   readonly logs: boolean;
   readonly metrics?: boolean;
+  readonly profiles?: boolean;
   readonly state?: boolean;
   readonly podLifecycleEvents?: boolean;
   readonly kubeEvents?: boolean;
@@ -393,6 +395,7 @@ export function advertisedCapabilities(running: {
     logs: running.logs,
     state: running.state === true,
     metrics: running.metrics === true,
+    profiles: running.profiles === true,
     podLifecycleEvents: running.podLifecycleEvents === true,
     kubeEvents: running.kubeEvents === true,
   };

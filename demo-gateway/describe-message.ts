@@ -34,6 +34,8 @@ const describers: Describers = {
   kubeMetrics: (m) =>
     `${prefix(m.namespace)}${m.name} cpu ${m.cpuNanocores}n mem ${m.memoryBytes}B`,
   prometheusMetrics: (p) => clip(p.targetUrl),
+  profile: (p) =>
+    `${p.profileType} profile ${prefix(p.namespace)}${p.pod || p.targetUrl} ${String(p.pprof.length)} B`,
   catalog: (c) => `${c.entries.length} resources`,
   kubeEvent: (e) =>
     clip(

@@ -68,6 +68,7 @@ export {
   PrometheusMetricsEvent,
 } from './gen/agent/v1/metric.js';
 export { EventType, eventTypeToJSON, ResourceKind, StateEvent } from './gen/agent/v1/state.js';
+export { ProfileEvent } from './gen/agent/v1/profile.js';
 export { AgentMetadata } from './gen/common/v1/metadata.js';
 // Node jobs and generic mutations (executor.v1, node_job.proto).
 export {

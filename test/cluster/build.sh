@@ -13,6 +13,7 @@
 #   cni            bridge, host-local, loopback, portmap (go install)
 #   images         pause (build/pause) and busybox (Debian's busybox-static) as OCI archives
 #   clients        kubectl, helm (4.x), helm3 (from the npm layer packages)
+#   pprof-app      a small Go program serving net/http/pprof, for the profile tests (build/pprof-app)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,10 +32,10 @@ npm_version() { node -p "require('$repo/node_modules/$1/package.json').version" 
 
 # Each part: name, the inputs of its key (files and strings), the function that builds it into
 # "$out", and a cold-build estimate measured on the 2-core CI machine.
-parts=(control-plane node etcd kwok metrics-server containerd cni images clients)
+parts=(control-plane node etcd kwok metrics-server containerd cni images clients pprof-app)
 declare -A estimate=(
   [control-plane]="12 min" [node]="6 min" [etcd]="3 min" [kwok]="3 min" [metrics-server]="2 min"
-  [containerd]="4 min" [cni]="1 min" [images]="10 s" [clients]="10 s"
+  [containerd]="4 min" [cni]="1 min" [images]="10 s" [clients]="10 s" [pprof-app]="30 s"
 )
 
 k8s_ldflags() {
@@ -174,6 +175,11 @@ key_clients() {
   echo "$KUBECTL_NPM_PACKAGE@$(npm_version "$KUBECTL_NPM_PACKAGE")"
   echo "$HELM3_NPM_PACKAGE@$(npm_version "$HELM3_NPM_PACKAGE")"
 }
+
+build_pprof-app() {
+  (cd "$here/build/pprof-app" && go build -trimpath -ldflags "-s -w" -o "$out/pprof-app" .)
+}
+key_pprof-app() { cat "$here/build/pprof-app/main.go" "$here/build/pprof-app/go.mod"; }
 
 part_key() { { "key_$1"; declare -f "build_$1"; } | hash_of; }
 

@@ -160,3 +160,28 @@ export function prometheusUrl(pod: RunningPod): string | undefined {
   if (!path.startsWith('/')) path = `/${path}`;
   return `${scheme}://${hostPort(pod.ip, port)}${path}`;
 }
+
+/** "<Kind>/<name>" of the pod's controller; a ReplicaSet of a Deployment names the Deployment. */
+export function workloadOf(pod: RunningPod): string {
+  const owner = pod.pod.metadata?.ownerReferences?.find((ref) => ref.controller === true);
+  if (owner === undefined) return '';
+  const hash = pod.pod.metadata?.labels?.['pod-template-hash'];
+  if (owner.kind === 'ReplicaSet' && hash !== undefined && owner.name.endsWith(`-${hash}`)) {
+    return `Deployment/${owner.name.slice(0, -hash.length - 1)}`;
+  }
+  return `${owner.kind}/${owner.name}`;
+}
+
+/**
+ * The pprof base URL a pod's annotations ask for: kubexa.io/pprof-port (required),
+ * kubexa.io/pprof-path (default /debug/pprof) and kubexa.io/pprof-scheme (http or https).
+ */
+export function pprofUrl(pod: RunningPod): string | undefined {
+  const a = pod.annotations;
+  const port = portOf(a['kubexa.io/pprof-port']);
+  if (port === undefined) return undefined;
+  const scheme = a['kubexa.io/pprof-scheme']?.trim().toLowerCase() === 'https' ? 'https' : 'http';
+  let path = a['kubexa.io/pprof-path']?.trim() ?? '/debug/pprof';
+  if (!path.startsWith('/')) path = `/${path}`;
+  return `${scheme}://${hostPort(pod.ip, port)}${path}`;
+}

@@ -9,7 +9,14 @@ import type { Sink } from '../source.js';
 import type { MessageIdentity } from './encode.js';
 import { compileFilter } from './family-json.js';
 import { kubeMetricsApi } from './metrics-api.js';
-import { kubePodLister, PodDiscovery, prometheusUrl } from './pod-discovery.js';
+import {
+  kubePodLister,
+  PodDiscovery,
+  pprofUrl,
+  prometheusUrl,
+  workloadOf,
+} from './pod-discovery.js';
+import { ProfileTargets } from './profiles.js';
 import { PrometheusTargets, type PromTarget } from './prometheus-targets.js';
 import { createMetricsSource, type MetricsPart, type MetricsSource } from './metrics-source.js';
 import { registerScrapeMetrics } from './self-metrics.js';
@@ -90,6 +97,61 @@ export function wireMetricsSource(
         { lister: kubePodLister(deps.kube), clock: deps.clock, logger: deps.logger },
       ),
     );
+  }
+  const profiles = metrics.profiles;
+  if (profiles.enabled) {
+    const profileTargets = new ProfileTargets(
+      profiles.targets.map((target, index) => ({
+        name: target.name.trim() !== '' ? target.name : `profile-${String(index)}`,
+        baseUrl: target.url,
+        namespace: target.namespace,
+        pod: target.pod,
+        container: target.container,
+        workload: target.workload,
+      })),
+      {
+        intervalMs: profiles.interval,
+        cpuDurationMs: profiles.cpu_duration,
+        timeoutMs: profiles.timeout,
+        types: profiles.types,
+        maxConcurrent: profiles.max_concurrent,
+        maxProfileBytes: profiles.max_profile_bytes,
+      },
+      common,
+    );
+    parts.push(profileTargets);
+    if (profiles.annotation_discovery) {
+      const configured = profileTargets.configured;
+      parts.push(
+        new PodDiscovery(
+          {
+            what: 'profiles',
+            namespace: profiles.namespace,
+            labelSelector: profiles.label_selector,
+            podNames: [],
+            refreshMs: metrics.annotation_discovery.refresh,
+            targetsOf: (pod) => {
+              const baseUrl = pprofUrl(pod);
+              if (baseUrl === undefined) return [];
+              return [
+                {
+                  name: `pod/${pod.namespace}/${pod.name}`,
+                  baseUrl,
+                  namespace: pod.namespace,
+                  pod: pod.name,
+                  container: pod.annotations['kubexa.io/pprof-container'] ?? '',
+                  workload: workloadOf(pod),
+                },
+              ];
+            },
+            apply: (targets) => {
+              profileTargets.setTargets([...configured, ...targets]);
+            },
+          },
+          { lister: kubePodLister(deps.kube), clock: deps.clock, logger: deps.logger },
+        ),
+      );
+    }
   }
   const source = createMetricsSource(
     {

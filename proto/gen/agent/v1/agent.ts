@@ -25,6 +25,7 @@ import { KubeEvent, PodLifecycleEvent } from "./events.js";
 import { LogBatch } from "./log.js";
 import { MetricBatch, MetricsEvent, PrometheusMetricsEvent } from "./metric.js";
 import { MutationRequest, MutationResult, NodeJobCancel, NodeJobEvent, NodeJobRequest } from "./node_job.js";
+import { ProfileEvent } from "./profile.js";
 import { ResourceKind, resourceKindFromJSON, resourceKindToJSON, StateEvent } from "./state.js";
 
 export const protobufPackage = "agent.v1";
@@ -270,6 +271,9 @@ export interface AgentMessage {
      * durable, through the buffer, never dropped by the overflow policy.
      */
     { $case: "auditRecord"; value: AuditRecord }
+    | //
+    /** profile is a pprof profile of a workload (cluster profiles; capability `profiles`). */
+    { $case: "profile"; value: ProfileEvent }
     | undefined;
 }
 
@@ -311,6 +315,8 @@ export interface AgentCapabilities {
   nodeJobs: boolean;
   /** mutations: the executor accepts generic mutations (its mutate gate is on). */
   mutations: boolean;
+  /** profiles: ProfileEvent (AgentMessage field 23) may be sent. */
+  profiles: boolean;
 }
 
 /** Heartbeat is sent on the stream every heartbeat interval, never buffered. */
@@ -567,6 +573,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "auditRecord":
         AuditRecord.encode(message.payload.value, writer.uint32(146).fork()).join();
         break;
+      case "profile":
+        ProfileEvent.encode(message.payload.value, writer.uint32(186).fork()).join();
+        break;
     }
     return writer;
   },
@@ -718,6 +727,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             message.payload = { $case: "auditRecord", value: AuditRecord.decode(reader, reader.uint32()) };
             continue;
           }
+          case 23: {
+            if (tag !== 186) {
+              break;
+            }
+
+            message.payload = { $case: "profile", value: ProfileEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -782,6 +799,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.auditRecord) }
         : isSet(object.audit_record)
         ? { $case: "auditRecord", value: AuditRecord.fromJSON(object.audit_record) }
+        : isSet(object.profile)
+        ? { $case: "profile", value: ProfileEvent.fromJSON(object.profile) }
         : undefined,
     };
   },
@@ -822,6 +841,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.mutationResult = MutationResult.toJSON(message.payload.value);
     } else if (message.payload?.$case === "auditRecord") {
       obj.auditRecord = AuditRecord.toJSON(message.payload.value);
+    } else if (message.payload?.$case === "profile") {
+      obj.profile = ProfileEvent.toJSON(message.payload.value);
     }
     return obj;
   },
@@ -923,6 +944,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "auditRecord": {
         if (object.payload?.value !== undefined && object.payload?.value !== null) {
           message.payload = { $case: "auditRecord", value: AuditRecord.fromPartial(object.payload.value) };
+        }
+        break;
+      }
+      case "profile": {
+        if (object.payload?.value !== undefined && object.payload?.value !== null) {
+          message.payload = { $case: "profile", value: ProfileEvent.fromPartial(object.payload.value) };
         }
         break;
       }
@@ -1121,6 +1148,7 @@ function createBaseAgentCapabilities(): AgentCapabilities {
     podConsoles: false,
     nodeJobs: false,
     mutations: false,
+    profiles: false,
   };
 }
 
@@ -1155,6 +1183,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.mutations !== false) {
       writer.uint32(56).bool(message.mutations);
+    }
+    if (message.profiles !== false) {
+      writer.uint32(104).bool(message.profiles);
     }
     return writer;
   },
@@ -1252,6 +1283,14 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.mutations = reader.bool();
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.profiles = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1292,6 +1331,7 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
         ? globalThis.Boolean(object.node_jobs)
         : false,
       mutations: isSet(object.mutations) ? globalThis.Boolean(object.mutations) : false,
+      profiles: isSet(object.profiles) ? globalThis.Boolean(object.profiles) : false,
     };
   },
 
@@ -1327,6 +1367,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.mutations !== false) {
       obj.mutations = message.mutations;
     }
+    if (message.profiles !== false) {
+      obj.profiles = message.profiles;
+    }
     return obj;
   },
 
@@ -1345,6 +1388,7 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.podConsoles = object.podConsoles ?? false;
     message.nodeJobs = object.nodeJobs ?? false;
     message.mutations = object.mutations ?? false;
+    message.profiles = object.profiles ?? false;
     return message;
   },
 };

@@ -1,0 +1,3 @@
+module kubexa.dev/test/pprof-app
+
+go 1.24
