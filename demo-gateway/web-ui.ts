@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative } from 'node:path';
 import { fastify, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { ControlResult, LogFilter, Overview } from './api-types.js';
+import { registerConsoleRoutes } from './console-routes.js';
 import type { DemoGateway } from './demo-gateway.js';
 import { parseLevels } from './log-store.js';
 import { UI_OUT_DIR, uiBuildIsCurrent } from './ui-build.js';
@@ -181,6 +182,8 @@ export function createWebUi(gateway: DemoGateway, options: WebUiOptions = {}): F
       );
     },
   );
+
+  registerConsoleRoutes(app, gateway);
 
   app.get('/*', (request, reply) => {
     const path = request.url.split('?')[0] ?? '/';

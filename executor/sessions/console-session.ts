@@ -85,6 +85,7 @@ export class ConsoleSession {
   private readonly maxSessionTimer: NodeJS.Timeout;
   private detachTimer: NodeJS.Timeout | undefined;
   private forgotten = false;
+  private pendingAudit: ConsoleAudit | undefined;
 
   readonly description: SessionDescription;
   readonly timers: SessionTimers;
@@ -190,6 +191,10 @@ export class ConsoleSession {
       });
     }
     if (this.exit !== undefined) this.sendExit();
+    if (this.pendingAudit !== undefined) {
+      sink.send({ output: { $case: 'audit', value: this.pendingAudit } });
+      this.pendingAudit = undefined;
+    }
     this.maybeResume();
   }
 
@@ -271,6 +276,9 @@ export class ConsoleSession {
     if (this.sink !== undefined) {
       this.sendExit();
       this.sink.send({ output: { $case: 'audit', value: record } });
+    } else {
+      // Ended while detached: the stream that re-attaches carries the record to the gateway.
+      this.pendingAudit = record;
     }
     this.forgetIfDone();
   }
