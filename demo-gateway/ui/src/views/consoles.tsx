@@ -127,6 +127,112 @@ function Status({ state }: { state: ConsoleViewState | undefined }) {
   return <p class={`console-state state-${state.state}`}>{state.state}</p>;
 }
 
+function resultText(a: Audit): string {
+  if (a.refusalCode) return `${a.refusalCode}: ${a.refusalReason}`;
+  return a.event === 'console_close' ? `${a.endReason} (${a.exitCode})` : '';
+}
+
+function AuditTable({ audits }: { audits: Audit[] }) {
+  return (
+    <>
+      <h3>Audit records</h3>
+      <table class="console-audits">
+        <thead>
+          <tr>
+            <th>time</th>
+            <th>event</th>
+            <th>principal</th>
+            <th>target</th>
+            <th>result</th>
+            <th>bytes in/out</th>
+          </tr>
+        </thead>
+        <tbody>
+          {audits.map((a, i) => (
+            <tr key={i} class={`audit-${a.event}`}>
+              <td>{new Date(Number(a.startUnixMs)).toLocaleTimeString()}</td>
+              <td>{a.event}</td>
+              <td>{a.principal || '?'}</td>
+              <td>{a.target}</td>
+              <td>{resultText(a)}</td>
+              <td>
+                {a.bytesIn}/{a.bytesOut}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}
+
+function Picker(props: {
+  targets: Target[];
+  choice: string;
+  container: string;
+  onChoice: (value: string) => void;
+  onContainer: (value: string) => void;
+  onOpen: () => void;
+  closable: boolean;
+  onClose: () => void;
+}) {
+  const selected = pick(props.targets, props.choice);
+  return (
+    <div class="console-picker">
+      <label>
+        Pod{' '}
+        <select
+          class="console-pod"
+          value={props.choice}
+          onChange={(e) => {
+            props.onChoice((e.target as HTMLSelectElement).value);
+          }}
+        >
+          {props.targets.map((t) => (
+            <option key={`${t.namespace}/${t.pod}`} value={`${t.namespace}/${t.pod}`}>
+              {t.namespace}/{t.pod}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Container{' '}
+        <select
+          class="console-container"
+          value={props.container || (selected?.containers[0] ?? '')}
+          onChange={(e) => {
+            props.onContainer((e.target as HTMLSelectElement).value);
+          }}
+        >
+          {(selected?.containers ?? []).map((c) => (
+            <option key={c} value={c}>
+              {c}
+            </option>
+          ))}
+        </select>
+      </label>
+      <button
+        class="console-open"
+        type="button"
+        disabled={selected === undefined}
+        onClick={props.onOpen}
+      >
+        Open console
+      </button>
+      {props.closable ? (
+        <button type="button" class="console-close" onClick={props.onClose}>
+          Close
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+/** The chosen target, or the first one offered. */
+function pick(targets: Target[], choice: string): Target | undefined {
+  return targets.find((t) => `${t.namespace}/${t.pod}` === choice) ?? targets[0];
+}
+
 export function ConsolesView({ reachable }: ViewProps) {
   const [targets, setTargets] = useState<Target[]>([]);
   const [audits, setAudits] = useState<Audit[]>([]);
@@ -161,7 +267,7 @@ export function ConsolesView({ reachable }: ViewProps) {
     };
   }, []);
 
-  const selected = targets.find((t) => `${t.namespace}/${t.pod}` === choice) ?? targets[0];
+  const selected = pick(targets, choice);
   const open = async () => {
     if (selected === undefined) return;
     setError('');
@@ -194,95 +300,22 @@ export function ConsolesView({ reachable }: ViewProps) {
           executor is running).
         </p>
       ) : null}
-      <div class="console-picker">
-        <label>
-          Pod{' '}
-          <select
-            class="console-pod"
-            value={choice}
-            onChange={(e) => {
-              setChoice((e.target as HTMLSelectElement).value);
-            }}
-          >
-            {targets.map((t) => (
-              <option key={`${t.namespace}/${t.pod}`} value={`${t.namespace}/${t.pod}`}>
-                {t.namespace}/{t.pod}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Container{' '}
-          <select
-            class="console-container"
-            value={container || (selected?.containers[0] ?? '')}
-            onChange={(e) => {
-              setContainer((e.target as HTMLSelectElement).value);
-            }}
-          >
-            {(selected?.containers ?? []).map((c) => (
-              <option key={c} value={c}>
-                {c}
-              </option>
-            ))}
-          </select>
-        </label>
-        <button
-          class="console-open"
-          type="button"
-          disabled={selected === undefined}
-          onClick={() => void open()}
-        >
-          Open console
-        </button>
-        {current !== undefined && state?.state === 'open' ? (
-          <button
-            type="button"
-            class="console-close"
-            onClick={() => void post(`/api/consoles/${current}/input`, { close: true })}
-          >
-            Close
-          </button>
-        ) : null}
-      </div>
+      <Picker
+        targets={targets}
+        choice={choice}
+        container={container}
+        onChoice={setChoice}
+        onContainer={setContainer}
+        onOpen={() => void open()}
+        closable={current !== undefined && state?.state === 'open'}
+        onClose={() => void post(`/api/consoles/${current ?? ''}/input`, { close: true })}
+      />
       {error ? <p class="console-error">{error}</p> : null}
       <Status state={state} />
       {current !== undefined ? (
         <TerminalPane key={current} id={current} onState={setState} />
       ) : null}
-      <h3>Audit records</h3>
-      <table class="console-audits">
-        <thead>
-          <tr>
-            <th>time</th>
-            <th>event</th>
-            <th>principal</th>
-            <th>target</th>
-            <th>result</th>
-            <th>bytes in/out</th>
-          </tr>
-        </thead>
-        <tbody>
-          {audits.map((a, i) => (
-            <tr key={i} class={`audit-${a.event}`}>
-              <td>{new Date(Number(a.startUnixMs)).toLocaleTimeString()}</td>
-              <td>{a.event}</td>
-              <td>{a.principal || '?'}</td>
-              <td>{a.target}</td>
-              <td>
-                {a.refusalCode
-                  ? `${a.refusalCode}: ${a.refusalReason}`
-                  : a.event === 'console_close'
-                    ? `${a.endReason} (${a.exitCode})`
-                    : ''}
-              </td>
-              <td>
-                {a.bytesIn}/{a.bytesOut}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <AuditTable audits={audits} />
     </section>
   );
 }
