@@ -127,6 +127,13 @@ export class DemoGateway {
     return this.#port;
   }
 
+  /** Connected agent sessions whose agent advertised pod consoles, newest first. */
+  consoleAgents(): string[] {
+    return this.sessions()
+      .filter((s) => s.state === 'connected' && this.#connections.get(s.sessionId)?.podConsoles)
+      .map((s) => s.sessionId);
+  }
+
   /** Every known session, connected first, newest first. */
   sessions(): SessionInfo[] {
     return [...this.#connections.values()]

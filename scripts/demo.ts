@@ -20,6 +20,7 @@ import { ensureUiBuilt } from '../demo-gateway/ui-build.js';
 import { createWebUi } from '../demo-gateway/web-ui.js';
 import { ConfigSnapshot } from '../proto/index.js';
 import { startCluster, stopCluster, type ClusterOptions } from '../test/cluster/cluster.js';
+import { startDemoExecutor } from './demo-executor.js';
 import { SAMPLE_APPS, startSampleWorkload } from './demo-workload.js';
 
 const HOST = '127.0.0.1';
@@ -206,6 +207,13 @@ function relayLogs(child: ChildProcess): void {
   );
 }
 
+/** Waits until the executor's socket exists (a few seconds; longer on a loaded machine). */
+async function waitForSocket(path: string): Promise<void> {
+  for (let i = 0; i < 300 && !existsSync(path); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -265,12 +273,43 @@ async function main(): Promise<void> {
   };
   const configPath = join(workdir, 'config.yaml');
   await writeFile(configPath, collectorConfig(ports, join(workdir, 'data')));
+  // The executor first: the collector asks it at start whether to advertise pod consoles.
+  const executor = await startDemoExecutor({
+    root,
+    workdir,
+    kubeconfigPath: cluster.kubeconfigPath,
+    commandKey: {
+      id: gateway.commandSigner.keyId,
+      publicKeyPem: gateway.commandSigner.publicKeyPem,
+    },
+  });
+  cleanups.push({
+    what: 'executor',
+    run: async () => {
+      if (executor.child.exitCode !== null || executor.child.signalCode !== null) return;
+      const gone = once(executor.child, 'exit');
+      executor.child.kill('SIGTERM');
+      await gone;
+    },
+  });
+  executor.child.stdout?.on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n')) if (line.trim()) say(`executor | ${line}`);
+  });
+  executor.child.stderr?.on('data', (chunk: Buffer) =>
+    process.stderr.write(`executor ! ${chunk.toString()}`),
+  );
+  await waitForSocket(executor.socketPath);
   const collector = spawn(
     process.execPath,
     ['--import', 'tsx', join(root, 'collector', 'main.ts'), `--config=${configPath}`],
     {
       cwd: root,
-      env: { ...process.env, KUBECONFIG: cluster.kubeconfigPath, KUBEXA_TENANT_TOKEN: DEMO_TOKEN },
+      env: {
+        ...process.env,
+        KUBECONFIG: cluster.kubeconfigPath,
+        KUBEXA_TENANT_TOKEN: DEMO_TOKEN,
+        KUBEXA_EXECUTOR_SOCKET: executor.socketPath,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );

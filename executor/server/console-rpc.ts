@@ -34,7 +34,11 @@ export function handleConsoleStream(
   let ended = false;
   const sink: ConsoleSink = {
     send(message) {
-      if (!ended) call.write(message);
+      if (ended) return true;
+      return call.write(message);
+    },
+    onDrain(listener) {
+      call.once('drain', listener);
     },
     end() {
       if (ended) return;

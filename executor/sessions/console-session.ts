@@ -11,7 +11,7 @@ import {
   type ConsoleAudit,
   type ConsoleResponse,
 } from '../../proto/index.js';
-import type { OutputLog } from './output-log.js';
+import type { OutputChunk, OutputLog } from './output-log.js';
 
 /** The process side of a console, whatever runs it. */
 export interface ConsoleProcess {
@@ -37,7 +37,9 @@ export interface ConsoleProcessHandlers {
 
 /** The attached stream (the gRPC call as the server sees it). */
 export interface ConsoleSink {
-  send(message: ConsoleResponse): void;
+  /** false: the stream's buffer is above its mark; onDrain says when it is below again. */
+  send(message: ConsoleResponse): boolean;
+  onDrain(listener: () => void): void;
   /** Ends the stream (the session may live on). */
   end(): void;
 }
@@ -85,6 +87,9 @@ export class ConsoleSession {
   private readonly maxSessionTimer: NodeJS.Timeout;
   private detachTimer: NodeJS.Timeout | undefined;
   private forgotten = false;
+  /** The attached stream refused a write (above its buffer mark) and has not drained yet. */
+  private sinkBlocked = false;
+  private pendingAudit: ConsoleAudit | undefined;
 
   readonly description: SessionDescription;
   readonly timers: SessionTimers;
@@ -119,22 +124,11 @@ export class ConsoleSession {
     return {
       onOutput: (stream, data) => {
         this.bytesOut += data.length;
-        for (const chunk of this.log.append(stream, data)) {
-          this.sink?.send({
-            output: {
-              $case: 'chunk',
-              value: {
-                seq: String(chunk.seq),
-                stream:
-                  chunk.stream === 1
-                    ? ConsoleStream.CONSOLE_STREAM_STDOUT
-                    : ConsoleStream.CONSOLE_STREAM_STDERR,
-                data: chunk.data,
-              },
-            },
-          });
-        }
-        if (!this.paused && this.log.full()) {
+        const accepted = this.sendChunks(this.log.append(stream, data));
+        // A stream that does not take writes pauses the source too, so the stream's own buffer
+        // stays small; it resumes on the stream's drain.
+        if (!accepted) this.blockOnSink();
+        if (!this.paused && (this.log.full() || this.sinkBlocked)) {
           this.paused = true;
           this.process?.pause();
         }
@@ -143,6 +137,38 @@ export class ConsoleSession {
         this.processEnded(end);
       },
     };
+  }
+
+  /** Sends chunks to the attached stream; false when it refused one (above its mark). */
+  private sendChunks(chunks: readonly OutputChunk[]): boolean {
+    let accepted = true;
+    for (const chunk of chunks) {
+      const sent = this.sink?.send({
+        output: {
+          $case: 'chunk',
+          value: {
+            seq: String(chunk.seq),
+            stream:
+              chunk.stream === 1
+                ? ConsoleStream.CONSOLE_STREAM_STDOUT
+                : ConsoleStream.CONSOLE_STREAM_STDERR,
+            data: chunk.data,
+          },
+        },
+      });
+      if (sent === false) accepted = false;
+    }
+    return accepted;
+  }
+
+  private blockOnSink(): void {
+    const sink = this.sink;
+    if (sink === undefined || this.sinkBlocked) return;
+    this.sinkBlocked = true;
+    sink.onDrain(() => {
+      this.sinkBlocked = false;
+      this.maybeResume();
+    });
   }
 
   /** The process is running: stdin, resize and end go to it from now on. */
@@ -157,6 +183,7 @@ export class ConsoleSession {
     this.detachTimer = undefined;
     const previous = this.sink;
     this.sink = sink;
+    this.sinkBlocked = false;
     previous?.end();
     this.log.ack(resumeAfter);
     const replay = this.log.after(resumeAfter);
@@ -190,6 +217,10 @@ export class ConsoleSession {
       });
     }
     if (this.exit !== undefined) this.sendExit();
+    if (this.pendingAudit !== undefined) {
+      sink.send({ output: { $case: 'audit', value: this.pendingAudit } });
+      this.pendingAudit = undefined;
+    }
     this.maybeResume();
   }
 
@@ -197,6 +228,7 @@ export class ConsoleSession {
   detach(sink: ConsoleSink): void {
     if (this.sink !== sink) return;
     this.sink = undefined;
+    this.sinkBlocked = false;
     if (this.timers.resumeWindowMs <= 0) {
       this.end(
         ConsoleEndReason.CONSOLE_END_REASON_RESUME_WINDOW_EXPIRED,
@@ -271,6 +303,9 @@ export class ConsoleSession {
     if (this.sink !== undefined) {
       this.sendExit();
       this.sink.send({ output: { $case: 'audit', value: record } });
+    } else {
+      // Ended while detached: the stream that re-attaches carries the record to the gateway.
+      this.pendingAudit = record;
     }
     this.forgetIfDone();
   }
@@ -312,7 +347,7 @@ export class ConsoleSession {
   }
 
   private maybeResume(): void {
-    if (this.paused && this.log.drained()) {
+    if (this.paused && this.log.drained() && !this.sinkBlocked) {
       this.paused = false;
       this.process?.resume();
     }

@@ -148,7 +148,7 @@ export class ConsoleStreamClient {
         this.waiters.delete(check);
         reject(
           new Error(
-            `timed out waiting for ${what} (${this.outputBytes} output bytes, last seq ${this.lastSeq}); output so far: ${JSON.stringify(this.output().slice(-400))}, refusal: ${JSON.stringify(this.refusal)}, exit: ${JSON.stringify(this.exit)}`,
+            `timed out waiting for ${what} (${this.outputBytes} output bytes, last seq ${this.lastSeq}, stream ended: ${String(this.ended)}); output so far: ${JSON.stringify(this.output().slice(-400))}, refusal: ${JSON.stringify(this.refusal)}, exit: ${JSON.stringify(this.exit)}`,
           ),
         );
       }, timeoutMs);

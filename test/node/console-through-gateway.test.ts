@@ -4,15 +4,18 @@
 // collector SIGKILLed and restarted; in both the output produced meanwhile arrives once, in order.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { chromium } from 'playwright-core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { DemoConsole } from '../../demo-gateway/console-hub.js';
 import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
+import { ensureUiBuilt } from '../../demo-gateway/ui-build.js';
+import { createWebUi } from '../../demo-gateway/web-ui.js';
 import { clusterVersions } from '../cluster/cluster.js';
 import { REAL_NODE_LABEL, REAL_NODE_TAINT } from '../cluster/node.js';
 import {
@@ -81,7 +84,13 @@ function realNodePod(name: string): V1Pod {
       restartPolicy: 'Never',
       terminationGracePeriodSeconds: 1,
       containers: [
-        { name: 'main', image: busybox, imagePullPolicy: 'Never', command: ['sleep', '3600'] },
+        {
+          name: 'main',
+          image: busybox,
+          imagePullPolicy: 'Never',
+          // One log line, so the collector reports the pod and the page offers it.
+          command: ['sh', '-c', 'echo console target ready; exec sleep 3600'],
+        },
       ],
     },
   };
@@ -135,7 +144,9 @@ beforeAll(async () => {
       `  spill_dir: ${JSON.stringify(join(dir, 'data'))}`,
       'collect:',
       '  logs:',
-      '    enabled: false',
+      '    rules:',
+      `      - id: console-target`,
+      `        namespace: ${ns.name}`,
       'observability:',
       '  health_addr: "127.0.0.1:0"',
       '  metrics_addr: "127.0.0.1:0"',
@@ -253,5 +264,65 @@ describe('a console through the demo gateway, the collector and the executor', (
     await until('the exit after re-attach', () => loop.exit !== undefined, 60_000);
     expect(counted(loop)).toEqual(Array.from({ length: 80 }, (_, i) => `line-${i}`));
     expectContiguous(loop);
+    // The close happened while no collector was there: the re-attached stream carried its record.
+    const requestOpen = gateway.consoles.audits.find(
+      (a) => a.event === 'console_open' && a.sessionId === loop.opened?.sessionId,
+    );
+    expect(requestOpen).toBeDefined();
+    await until('the close record of the re-attached session', () =>
+      gateway.consoles.audits.some(
+        (a) => a.event === 'console_close' && a.sessionId === loop.opened?.sessionId,
+      ),
+    );
   }, 90_000);
+});
+
+describe('the Consoles view in Chromium', () => {
+  const CHROMIUM = process.env['KUBEXA_CHROMIUM'] ?? '/usr/bin/chromium';
+  const ARTIFACTS = join(root, 'test-results', 'consoles');
+
+  it('opens a terminal on a pod the collector reported, types a command and reads its output', async () => {
+    await ensureUiBuilt();
+    const ui = createWebUi(gateway);
+    const url = await ui.listen({ host: '127.0.0.1', port: 0 });
+    const profile = mkdtempSync(join(tmpdir(), 'kubexa-chromium-'));
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
+      viewport: { width: 1400, height: 900 },
+    });
+    try {
+      mkdirSync(ARTIFACTS, { recursive: true });
+      const page = context.pages()[0] ?? (await context.newPage());
+      await page.goto(`${url}/#/consoles`);
+      // The pod comes from the collector's own log lines.
+      await page
+        .locator('.console-pod option', { hasText: `${ns.name}/console-target` })
+        .waitFor({ state: 'attached', timeout: 60_000 });
+      await page.selectOption('.console-pod', `${ns.name}/console-target`);
+      await page.click('.console-open');
+      await page.locator('.console-state.state-open').waitFor({ timeout: 30_000 });
+      await page.locator('.console-terminal .xterm').click();
+      await page.keyboard.type('echo typed-in-$((6*7))');
+      await page.keyboard.press('Enter');
+      const screen = page.locator('.console-terminal .xterm-rows');
+      await expect
+        .poll(async () => screen.innerText(), { timeout: 30_000 })
+        .toContain('typed-in-42');
+      await page.screenshot({ path: join(ARTIFACTS, 'console-typed.png') });
+      await page.keyboard.type('exit 5');
+      await page.keyboard.press('Enter');
+      await page.locator('.console-exit .exit-code', { hasText: '5' }).waitFor({ timeout: 30_000 });
+      await page
+        .locator('.console-audits tr.audit-console_close')
+        .first()
+        .waitFor({ timeout: 30_000 });
+      await page.screenshot({ path: join(ARTIFACTS, 'console-exited.png') });
+    } finally {
+      await context.close();
+      await ui.close();
+      rmSync(profile, { recursive: true, force: true });
+    }
+  }, 180_000);
 });

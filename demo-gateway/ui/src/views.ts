@@ -3,6 +3,7 @@
 import type { ComponentType } from 'preact';
 import type { Overview } from '../../api-types.js';
 import { AgentsView } from './views/agents.js';
+import { ConsolesView } from './views/consoles.js';
 import { LogsView } from './views/logs.js';
 import { QueryView } from './views/query.js';
 
@@ -77,8 +78,8 @@ export const VIEWS: readonly ViewDefinition[] = [
     id: 'consoles',
     title: 'Consoles',
     icon: '›_',
-    kinds: [],
-    planned: 'Pod shells through the executor, when rbac.exec is on.',
+    kinds: ['auditRecord'],
+    component: ConsolesView,
   },
   {
     id: 'nodes',
