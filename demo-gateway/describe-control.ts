@@ -22,6 +22,7 @@ function describeSnapshot(config: ConfigSnapshot): string[] {
 
 /** One line for the Agents view's timeline: what the gateway told the agent. */
 export function describeControl(payload: ControlPayload): string {
+  if (isPrivilegedRequest(payload)) return describeWriteRequest(payload);
   switch (payload.$case) {
     case 'backpressure':
       return payload.value.throttle
@@ -36,25 +37,41 @@ export function describeControl(payload: ControlPayload): string {
       return `shutdown: ${payload.value.reason}`;
     case 'resourceQuery':
       return `query ${payload.value.queryId}`;
+  }
+}
+
+type PrivilegedRequest = Extract<
+  ControlPayload,
+  {
+    $case: 'consoleOpen' | 'consoleAttach' | 'nodeJobRequest' | 'nodeJobCancel' | 'mutationRequest';
+  }
+>;
+
+function isPrivilegedRequest(payload: ControlPayload): payload is PrivilegedRequest {
+  return [
+    'consoleOpen',
+    'consoleAttach',
+    'nodeJobRequest',
+    'nodeJobCancel',
+    'mutationRequest',
+  ].includes(payload.$case);
+}
+
+/** The privileged requests (consoles, node jobs, mutations), one line each. */
+function describeWriteRequest(
+  payload: Extract<
+    ControlPayload,
+    {
+      $case:
+        'consoleOpen' | 'consoleAttach' | 'nodeJobRequest' | 'nodeJobCancel' | 'mutationRequest';
+    }
+  >,
+): string {
+  switch (payload.$case) {
     case 'consoleOpen':
       return `console ${payload.value.requestId}: ${payload.value.namespace}/${payload.value.pod}`;
     case 'consoleAttach':
       return `console ${payload.value.requestId}: re-attach after seq ${payload.value.resumeAfter}`;
-    case 'nodeJobRequest':
-    case 'nodeJobCancel':
-    case 'mutationRequest':
-      return describeWriteRequest(payload);
-  }
-}
-
-/** The node-job and mutation requests, one line each. */
-function describeWriteRequest(
-  payload: Extract<
-    ControlPayload,
-    { $case: 'nodeJobRequest' | 'nodeJobCancel' | 'mutationRequest' }
-  >,
-): string {
-  switch (payload.$case) {
     case 'nodeJobRequest':
       return `node job ${payload.value.verb} ${payload.value.node}${payload.value.dryRun ? ' (dry run)' : ''}`;
     case 'nodeJobCancel':

@@ -102,6 +102,26 @@ function isConsoleRequest(
   return payload.$case === 'consoleOpen' || payload.$case === 'consoleAttach';
 }
 
+type NodeJobRequestPayload = Extract<
+  NonNullable<GatewayMessage['payload']>,
+  { $case: 'nodeJobRequest' | 'nodeJobCancel' | 'mutationRequest' }
+>;
+
+const PRIVILEGED_CASES: ReadonlySet<string> = new Set([
+  'consoleOpen',
+  'consoleAttach',
+  'nodeJobRequest',
+  'nodeJobCancel',
+  'mutationRequest',
+]);
+
+/** Requests for the executor: consoles, node jobs and mutations. */
+function isPrivilegedRequest(
+  payload: NonNullable<GatewayMessage['payload']>,
+): payload is ConsoleRequestPayload | NodeJobRequestPayload {
+  return PRIVILEGED_CASES.has(payload.$case);
+}
+
 /** A throttle with no delay still has to slow something: 1 s per drain round. */
 const DEFAULT_THROTTLE_DELAY_MS = 1000;
 
@@ -321,8 +341,8 @@ export class Session {
       this.#ctx.logger.warn({ kind: payload.$case }, 'gateway message before handshake ignored');
       return;
     }
-    if (isConsoleRequest(payload)) {
-      this.#onConsole(payload);
+    if (isPrivilegedRequest(payload)) {
+      this.#onPrivileged(payload);
       return;
     }
     switch (payload.$case) {
@@ -346,6 +366,19 @@ export class Session {
         void this.#answerQuery(payload.value);
         return;
     }
+  }
+
+  #onPrivileged(payload: ConsoleRequestPayload | NodeJobRequestPayload): void {
+    if (isConsoleRequest(payload)) {
+      this.#onConsole(payload);
+      return;
+    }
+    // Not advertised (node_jobs and mutations are false): the relay to the executor exists
+    // (executor-client/node-job-relay.ts) but this version does not route to it yet.
+    this.#ctx.logger.warn(
+      { kind: payload.$case },
+      'node job or mutation request ignored: not relayed by this agent version',
+    );
   }
 
   #onConsole(
