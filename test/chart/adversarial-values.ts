@@ -181,9 +181,9 @@ export const ADVERSARIAL_CASES: readonly AdversarialCase[] = [
     values: { exec: { node: { enabled: true, image } } },
     message: `exec.node.image "${image}" must be pinned by digest`,
   })),
-  // Privileged gates whose feature does not exist yet (nodeOps and write exist: node jobs and
-  // mutations).
-  ...(['exec', 'nodeShell'] as const).map((gate) => ({
+  // Privileged gates whose feature does not exist yet (exec, nodeOps and write exist: pod
+  // consoles, node jobs and mutations).
+  ...(['nodeShell'] as const).map((gate) => ({
     name: `rbac.${gate} before its feature exists`,
     values: { rbac: { [gate]: true } },
     message: `rbac.${gate}=true is refused: this version of the executor does not implement`,

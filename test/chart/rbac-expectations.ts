@@ -15,9 +15,9 @@ type Feature = ChartFeature;
 /**
  * The privileged features the executor implements, as the chart's kubexa.implementedFeatures
  * lists them. A gate for any other feature is refused, or (with RENDER_UNIMPLEMENTED) renders
- * the executor without the gate's RBAC. nodeOps and write: node jobs and mutations.
+ * the executor without the gate's RBAC. exec: pod consoles; nodeOps and write: node jobs and mutations.
  */
-export const IMPLEMENTED_FEATURES: readonly Feature[] = ['nodeOps', 'write'];
+export const IMPLEMENTED_FEATURES: readonly Feature[] = ['exec', 'nodeOps', 'write'];
 
 /** Values that let a gate whose feature is not implemented render (identity and socket tests). */
 export const RENDER_UNIMPLEMENTED: Values = { executor: { renderUnimplemented: true } };
@@ -108,16 +108,15 @@ export const NODE_SHELL_ROLE_GRANTS = [
   ...expand('', ['pods/exec'], ['get', 'create']),
 ];
 
+/**
+ * The executor's cluster-wide grants for these gates when the values name no rules: exec and
+ * write are scoped to their rules (none here: nothing), nodeOps is cluster-wide.
+ */
 export function expectedExecutorClusterGrants(
   asked: GateValues,
   implemented: readonly Feature[] = IMPLEMENTED_FEATURES,
 ): Set<string> {
-  const gates = grantingGates(asked, implemented);
-  return new Set([
-    ...(gates.exec ? EXECUTOR_CLUSTER_GRANTS.exec : []),
-    ...(gates.nodeOps ? EXECUTOR_CLUSTER_GRANTS.nodeOps : []),
-    ...(gates.write ? EXECUTOR_CLUSTER_GRANTS.write : []),
-  ]);
+  return expectedExecutorRbac(asked, {}, 'unused', implemented).cluster;
 }
 
 export function executorEnabled(gates: GateValues): boolean {

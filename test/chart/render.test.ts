@@ -302,7 +302,7 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
           .filter((o) => o.kind.startsWith('Cluster'))
           .map((o) => o.metadata.name)
           .sort();
-      // No executor ClusterRole: the exec feature is not implemented, so its gate grants nothing.
+      // No executor ClusterRole: no exec.pod.rules name a pod, so the exec gate grants nothing.
       expect(names(a)).toEqual(['team-a:kubexa-agent', 'team-a:kubexa-agent']);
       expect(names(a).filter((n) => names(b).includes(n))).toEqual([]);
     });
