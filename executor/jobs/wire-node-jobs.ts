@@ -18,6 +18,16 @@ export interface NodeJobServices {
   readonly service: Service;
 }
 
+/** The executor's own identity: KUBECONFIG when set (tests, local runs), else in-cluster. */
+function executorKubeConfig(env: NodeJS.ProcessEnv): KubeConfig | undefined {
+  const kc = new KubeConfig();
+  const file = env['KUBECONFIG'] ?? '';
+  if (file !== '') kc.loadFromFile(file);
+  else if ((env['KUBERNETES_SERVICE_HOST'] ?? '') !== '') kc.loadFromCluster();
+  else return undefined;
+  return kc;
+}
+
 export function createNodeJobServices(
   config: Pick<Config, 'mutate'>,
   guard: CommandGuard,
@@ -31,10 +41,12 @@ export function createNodeJobServices(
   };
   if (!config.mutate.enabled && !config.mutate.node.enabled)
     return { serverOptions: {}, service: idle };
-  const kc = new KubeConfig();
-  if (env['KUBECONFIG'] !== undefined && env['KUBECONFIG'] !== '')
-    kc.loadFromFile(env['KUBECONFIG']);
-  else kc.loadFromCluster();
+  const kc = executorKubeConfig(env);
+  if (kc === undefined) {
+    // Neither in a Pod nor given a kubeconfig (a local run): start, and refuse these requests.
+    logger.warn('no Kubernetes cluster configured: node jobs and mutations are refused');
+    return { serverOptions: {}, service: idle };
+  }
   const kube = createKubeHttp(kc);
   const podName = env['KUBEXA_POD_NAME'];
   const podNamespace = env['KUBEXA_POD_NAMESPACE'];
