@@ -63,10 +63,27 @@ const nodeState = async (name: string) => {
   return { unschedulable: n.spec?.unschedulable === true, rv: n.metadata?.resourceVersion };
 };
 
+/**
+ * Waits until nobody else writes the node (the node lifecycle controller taints a new node that
+ * never reports Ready): the refusal tests compare its resourceVersion before and after.
+ */
+async function quietNode(name: string): Promise<void> {
+  await eventually(
+    `node ${name} left alone by the controllers`,
+    async () => {
+      const first = await nodeState(name);
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      return (await nodeState(name)).rv === first.rv ? true : undefined;
+    },
+    { timeoutMs: 60_000 },
+  );
+}
+
 beforeAll(async () => {
   ns = await createTestNamespace(kc, 'node-refusals');
   await makeNode(node);
   await makeNode(outsider);
+  await Promise.all([quietNode(node), quietNode(outsider)]);
   const allowed = await serviceAccountKubeConfig(kc, ns.name, 'executor', NODE_OPS_RULES);
   const nobody = await serviceAccountKubeConfig(kc, ns.name, 'nobody', []);
   executor = await startTestExecutor({ kc: allowed, configYaml: config(true, `["${prefix}-*"]`) });
