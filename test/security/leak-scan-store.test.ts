@@ -223,17 +223,24 @@ describe('secret-leak scan through state, query and the demo gateway store', () 
       const stateAdvertised =
         handshake.payload?.$case === 'handshake' && handshake.payload.value.caps?.state === true;
       if (stateAdvertised) {
+        // Secrets never emit ADDED (the Go agent's rule), and the canary existed before the
+        // collector started: each round changes a label until a MODIFIED event carries it.
+        let touches = 0;
         await eventually(
           'the canary Secret in the store',
-          () =>
-            Promise.resolve(
-              gateway.store
-                .payloads('state')
-                .some((payload) => Buffer.from(payload).includes(SECRET_NAME))
-                ? true
-                : undefined,
-            ),
-          { timeoutMs: 60_000 },
+          async () => {
+            const stored = gateway.store
+              .payloads('state')
+              .some((payload) => Buffer.from(payload).includes(SECRET_NAME));
+            if (stored) return true;
+            const secret = await core.readNamespacedSecret({ name: SECRET_NAME, namespace });
+            const metadata = secret.metadata ?? {};
+            metadata.labels = { ...metadata.labels, 'kubexa.io/touched': String(++touches) };
+            secret.metadata = metadata;
+            await core.replaceNamespacedSecret({ name: SECRET_NAME, namespace, body: secret });
+            return undefined;
+          },
+          { timeoutMs: 60_000, intervalMs: 1_000 },
         ).catch((err: unknown) => {
           throw new Error(
             `${String(err)} (stored: ${JSON.stringify(gateway.store.countByKind())})\n${output.slice(-3000)}`,
