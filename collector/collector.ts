@@ -380,8 +380,7 @@ export function createCollector(
 /**
  * What the handshake's AgentCapabilities advertise: a payload kind only when this process
  * produces it. A gateway routes config and expectations by these flags, so advertising a kind
- * nothing produces (state and metrics, whose collectors are not in this version) would promise
- * data that never comes.
+ * nothing produces (a collector the config disabled) would promise data that never comes.
  */
 export function advertisedCapabilities(running: {
   readonly logs: boolean;
@@ -401,7 +400,6 @@ export function advertisedCapabilities(running: {
   };
 }
 
-/** Says once, at start, which enabled collectors this version does not have yet. */
 /** A client of the executor's socket, when the chart deployed an executor. */
 function executorClientFor(socketPath: string | undefined): ExecutorClient | undefined {
   return socketPath === undefined || socketPath === ''
