@@ -75,6 +75,7 @@ async function main(): Promise<void> {
       createExecutorServer(
         {
           socketPath: process.env['KUBEXA_EXECUTOR_SOCKET'] ?? DEFAULT_SOCKET_PATH,
+          ownUid: processUid(),
           ...(sharedGid === undefined ? {} : { socketGroup: sharedGid }),
           enabledGates: gates,
           guard,
@@ -205,6 +206,16 @@ function gateAccessReporter(config: Parameters<typeof createGateAccessReporter>[
     kube,
     homeNamespace: process.env['KUBEXA_POD_NAMESPACE'] ?? '',
   });
+}
+
+/**
+ * The numeric uid this process runs as. Not os.userInfo(): it reads /etc/passwd and throws when
+ * the image has no entry for the uid the Pod's securityContext picked.
+ */
+function processUid(): number {
+  const uid = process.getuid?.();
+  if (uid === undefined) throw new Error('the executor needs a POSIX system (no process.getuid)');
+  return uid;
 }
 
 /** KUBEXA_SHARED_GID: the group given access to the socket and the minted token. */

@@ -64,6 +64,11 @@ export interface ExecutorServerOptions {
    * belongs to another user, opened to socketGroup (0750) once the socket is 0660.
    */
   readonly socketPath: string;
+  /**
+   * The executor process's numeric uid: the socket directory must belong to it. A number from
+   * main.ts, since a container may run a uid that /etc/passwd does not name.
+   */
+  readonly ownUid: number;
   /** The group that may connect (the Pod's fsGroup, which the collector has); absent: owner only. */
   readonly socketGroup?: number;
   /** Gates switched on in the executor's own configuration. */
@@ -263,7 +268,7 @@ export function createExecutorServer(
     name: 'executor-server',
     async start() {
       const dir = dirname(options.socketPath);
-      await claimSocketDir(dir);
+      await claimSocketDir(dir, options.ownUid);
       await clearSocketPath(options.socketPath);
       await new Promise<void>((resolve, reject) => {
         listener.once('error', reject);

@@ -4,7 +4,6 @@
 // socket itself is 0660. A live socket at the path is never replaced.
 import { connect } from 'node:net';
 import { chmod, chown, lstat, mkdir, unlink } from 'node:fs/promises';
-import { userInfo } from 'node:os';
 
 /** How long the liveness probe of an existing socket may take. */
 const PROBE_TIMEOUT_MS = 1_000;
@@ -16,9 +15,10 @@ function isErrno(err: unknown, code: string): boolean {
 /**
  * Creates the directory (0700) or takes over the executor's own directory from an earlier run;
  * refuses a directory owned by anyone else, or a symlink, which another user could have planted.
+ * `ownUid` is the process's numeric uid (main.ts passes process.getuid()): not os.userInfo(),
+ * which throws in a container whose /etc/passwd has no entry for the uid it runs as.
  */
-export async function claimSocketDir(dir: string): Promise<void> {
-  const ownUid = userInfo().uid;
+export async function claimSocketDir(dir: string, ownUid: number): Promise<void> {
   try {
     await mkdir(dir, { mode: 0o700 });
   } catch (err: unknown) {

@@ -283,6 +283,7 @@ describe('every guard refusal, as a compromised collector sends it to the socket
     server = createExecutorServer(
       {
         socketPath,
+        ownUid: process.getuid?.() ?? -1,
         enabledGates: [],
         guard: createCommandGuard(verifier, new Set(['nodeOps'])),
         shutdownTimeoutMs: 2_000,

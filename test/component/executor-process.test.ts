@@ -2,7 +2,7 @@
 // only the gates that file switches on, and exits cleanly on SIGTERM.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -17,12 +17,24 @@ afterEach(async () => {
   for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true });
 });
 
-async function startExecutor(configYaml: string) {
+/** A uid and gid that /etc/passwd and /etc/group do not name, as a Pod's securityContext may pick. */
+const UNNAMED_ID = 54321;
+
+/** `as`: run as that uid and gid (the test runs as root), with the socket in a directory it owns. */
+async function startExecutor(configYaml: string, as?: number) {
   const dir = await mkdtemp(join(tmpdir(), 'kubexa-executor-proc-'));
   dirs.push(dir);
   const configPath = join(dir, 'config.yaml');
-  const socketPath = join(dir, 'executor.sock');
+  let socketPath = join(dir, 'executor.sock');
   await writeFile(configPath, configYaml);
+  if (as !== undefined) {
+    await chmod(dir, 0o755);
+    await chmod(configPath, 0o644);
+    // The volume the executor's own socket directory is created in, as the kubelet mounts it.
+    await mkdir(join(dir, 'run'));
+    await chown(join(dir, 'run'), as, as);
+    socketPath = join(dir, 'run', 'executor', 'executor.sock');
+  }
   const env: NodeJS.ProcessEnv = { ...process.env, KUBEXA_EXECUTOR_SOCKET: socketPath };
   // The executor's container never gets the tenant token; prove it is not needed.
   delete env['KUBEXA_TENANT_TOKEN'];
@@ -33,6 +45,7 @@ async function startExecutor(configYaml: string) {
     {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
+      ...(as === undefined ? {} : { uid: as, gid: as }),
     },
   );
   children.push(child);
@@ -78,6 +91,27 @@ describe('executor process', () => {
     expect(code).toBe(0);
     expect(output()).toContain('executor stopped');
     await expect(stat(socketPath)).rejects.toThrow(/ENOENT/);
+  });
+
+  it('starts as a uid that /etc/passwd does not name (a container image without that user)', async () => {
+    const passwd = await readFile('/etc/passwd', 'utf8');
+    // The premise: no entry, so os.userInfo() would throw ENOENT for this uid.
+    expect(passwd.split('\n').filter((l) => l.split(':')[2] === String(UNNAMED_ID))).toEqual([]);
+    const { socketPath, output } = await startExecutor(
+      'exec:\n  pod:\n    enabled: false\n',
+      UNNAMED_ID,
+    );
+    const socket = await eventually(
+      'the executor socket',
+      async () => {
+        const stats = await stat(socketPath).catch(() => undefined);
+        return stats?.isSocket() === true ? stats : undefined;
+      },
+      { timeoutMs: 20_000 },
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}\nexecutor output:\n${output()}`);
+    });
+    expect(socket.uid).toBe(UNNAMED_ID);
   });
 
   it('refuses to start on an invalid config and names the key', async () => {

@@ -74,6 +74,7 @@ describe('signed commands through the socket, as a compromised collector sends t
     server = createExecutorServer(
       {
         socketPath,
+        ownUid: process.getuid?.() ?? -1,
         enabledGates: [],
         guard: createCommandGuard(verifier, new Set(['podExec', 'nodeOps'])),
         shutdownTimeoutMs: 2_000,

@@ -60,6 +60,7 @@ async function startExecutor(options: StartOptions = {}) {
   const server = createExecutorServer(
     {
       socketPath,
+      ownUid: process.getuid?.() ?? -1,
       ...(options.socketGroup === undefined ? {} : { socketGroup: options.socketGroup }),
       enabledGates: options.enabledGates ?? [],
       guard: noKeysGuard(),
@@ -131,6 +132,7 @@ describe('executor server on a Unix socket', () => {
     const second = createExecutorServer(
       {
         socketPath: first.socketPath,
+        ownUid: process.getuid?.() ?? -1,
         enabledGates: [],
         guard: noKeysGuard(),
         shutdownTimeoutMs: 2_000,

@@ -125,6 +125,7 @@ export async function startTestExecutor(options: TestExecutorOptions): Promise<R
   const server = createExecutorServer(
     {
       socketPath,
+      ownUid: process.getuid?.() ?? -1,
       // GetCapabilities reports pod exec on when it is: the collector advertises consoles then.
       enabledGates: gates.includes('podExec') ? [Gate.GATE_POD_EXEC] : [],
       guard,

@@ -188,7 +188,15 @@ export async function startTestExecutor(options: {
   const dir = await mkdtemp(join(tmpdir(), 'kubexa-nodejobs-'));
   const socketPath = join(dir, 'run', 'executor.sock');
   const server: Service = createExecutorServer(
-    { socketPath, enabledGates: [], guard, shutdownTimeoutMs: 2_000, nodeJobs, mutations },
+    {
+      socketPath,
+      ownUid: process.getuid?.() ?? -1,
+      enabledGates: [],
+      guard,
+      shutdownTimeoutMs: 2_000,
+      nodeJobs,
+      mutations,
+    },
     { logger },
   );
   await server.start(new AbortController().signal);

@@ -226,6 +226,7 @@ describe('capability catalog', () => {
       const server = createExecutorServer(
         {
           socketPath,
+          ownUid: process.getuid?.() ?? -1,
           enabledGates: gates,
           guard: createCommandGuard(
             createCommandVerifier({ keys: new Map(), clock: systemClock }),
