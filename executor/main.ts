@@ -158,7 +158,8 @@ const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /**
  * The collector's token minter, when the chart asks for one (KUBEXA_COLLECTOR_TOKEN_DIR): the
- * executor's own in-cluster identity mints the collector's ServiceAccount token.
+ * executor's own in-cluster identity mints the collector's ServiceAccount token, bound to a Secret
+ * the Pod owns (KUBEXA_POD_NAME and KUBEXA_POD_UID from the Downward API).
  */
 function collectorTokenMinter(sharedGid: number | undefined, logger: Logger) {
   const env = process.env;
@@ -180,13 +181,26 @@ function collectorTokenMinter(sharedGid: number | undefined, logger: Logger) {
       serviceAccount: required('KUBEXA_COLLECTOR_SERVICE_ACCOUNT'),
       namespace: required('KUBEXA_POD_NAMESPACE'),
       podName: required('KUBEXA_POD_NAME'),
-      nodeName: required('KUBEXA_NODE_NAME'),
+      podUid: required('KUBEXA_POD_UID'),
+      ...instanceLabel(env['KUBEXA_POD_INSTANCE']),
       tokenDir,
       ...(sharedGid === undefined ? {} : { readerGroup: sharedGid }),
       caCert: readFileSync(join(SERVICE_ACCOUNT_DIR, 'ca.crt'), 'utf8'),
     },
     { core: kube.makeApiClient(CoreV1Api), clock: systemClock, logger },
   );
+}
+
+/** The binding Secret carries the release's instance label, so that people find it with it. */
+function instanceLabel(instance: string | undefined) {
+  if (instance === undefined || instance === '') return {};
+  return {
+    bindingLabels: {
+      'app.kubernetes.io/name': 'kubexa-agent',
+      'app.kubernetes.io/instance': instance,
+      'app.kubernetes.io/component': 'collector-token-binding',
+    },
+  };
 }
 
 /**

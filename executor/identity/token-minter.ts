@@ -3,9 +3,11 @@
 // executor asks TokenRequest for the collector's ServiceAccount (its RBAC allows that one account
 // only) and refreshes it before expiry. The API server refuses to bind a token to a Pod that runs
 // under another ServiceAccount ("cannot bind token for serviceaccount ... to pod running with
-// different serviceaccount name"), so the token is bound to the Pod's Node and lives 10 minutes:
-// once the Pod is gone nobody refreshes it, and it is dead within 10 minutes (at once if the Node
-// goes). docs/security.md discusses the choice. The files land in a volume the collector mounts
+// different serviceaccount name"), so the token is bound to a Secret the Pod owns
+// (token-binding.ts): the garbage collector deletes that Secret with the Pod, and the API server
+// refuses the token from then on. It also lives 10 minutes at most, the bound for the case where
+// the Secret outlives the Pod (the Pod deleted with orphan propagation, the garbage collector
+// down). docs/security.md discusses the choice. The files land in a volume the collector mounts
 // read-only, 0440 under the shared group.
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, open, rename, unlink } from 'node:fs/promises';
@@ -14,11 +16,13 @@ import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
 import type { Service } from '../../shared/lifecycle/service.js';
+import { bindingLost, ensureBindingSecret, type BindingSecret } from './token-binding.js';
 
 /**
- * The lifetime the executor asks for: the API server's minimum (10 minutes), so a token outlives
- * its Pod by at most that. The API server may lengthen a short request only when its
- * --service-account-extend-token-expiration applies to Pod-bound tokens, which these are not.
+ * The lifetime the executor asks for: the API server's minimum (10 minutes). The token dies with
+ * its binding Secret, that is with the Pod; this bounds it when the Secret outlives the Pod. The
+ * API server may lengthen a short request only when its --service-account-extend-token-expiration
+ * applies to Pod-bound tokens, which these are not.
  */
 export const MINTED_TOKEN_SECONDS = 600;
 /** Refresh once this share of the token's lifetime has passed (the kubelet uses 80 % too). */
@@ -31,10 +35,11 @@ export interface TokenMinterOptions {
   /** The collector's ServiceAccount, in the Pod's namespace. */
   readonly serviceAccount: string;
   readonly namespace: string;
-  /** The Pod the token is minted for (logged); the token is bound to its Node. */
+  /** The agent Pod: it owns the Secret the token is bound to (Downward API name and uid). */
   readonly podName: string;
-  /** The Node the Pod runs on: the token's bound object. */
-  readonly nodeName: string;
+  readonly podUid: string;
+  /** Labels of the binding Secret (the release's instance label). */
+  readonly bindingLabels?: Readonly<Record<string, string>>;
   /** Where the files go (the executor's mount of the collector's token volume). */
   readonly tokenDir: string;
   /** The group that may read them (the Pod's fsGroup); absent: owner only. */
@@ -56,13 +61,12 @@ export interface MintedToken {
   readonly expiresAtMs: number;
 }
 
-/** One TokenRequest for the collector's ServiceAccount, bound to the Pod's Node. */
+/** One TokenRequest for the collector's ServiceAccount, bound to the binding Secret. */
 export async function mintCollectorToken(
   core: CoreV1Api,
-  options: Pick<
-    TokenMinterOptions,
-    'serviceAccount' | 'namespace' | 'nodeName' | 'expirationSeconds'
-  >,
+  options: Pick<TokenMinterOptions, 'serviceAccount' | 'namespace' | 'expirationSeconds'> & {
+    readonly binding: BindingSecret;
+  },
 ): Promise<MintedToken> {
   const answer = await core.createNamespacedServiceAccountToken({
     name: options.serviceAccount,
@@ -73,7 +77,13 @@ export async function mintCollectorToken(
       spec: {
         audiences: [],
         expirationSeconds: options.expirationSeconds ?? MINTED_TOKEN_SECONDS,
-        boundObjectRef: { apiVersion: 'v1', kind: 'Node', name: options.nodeName },
+        boundObjectRef: {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          name: options.binding.name,
+          // The uid this executor created it with: a Secret replaced since is refused (409).
+          ...(options.binding.uid === undefined ? {} : { uid: options.binding.uid }),
+        },
       },
     },
   });
@@ -126,14 +136,29 @@ export function createTokenMinter(options: TokenMinterOptions, deps: TokenMinter
   const stop = new AbortController();
   let loop: Promise<void> | undefined;
 
+  let binding: BindingSecret | undefined;
+
   const mintAndWrite = async (): Promise<MintedToken> => {
-    const minted = await mintCollectorToken(deps.core, options);
+    binding ??= await ensureBindingSecret(deps.core, {
+      namespace: options.namespace,
+      podName: options.podName,
+      podUid: options.podUid,
+      ...(options.bindingLabels === undefined ? {} : { labels: options.bindingLabels }),
+    });
+    let minted: MintedToken;
+    try {
+      minted = await mintCollectorToken(deps.core, { ...options, binding });
+    } catch (err: unknown) {
+      // The Secret was deleted or replaced: create it again before the next try.
+      if (bindingLost(err)) binding = undefined;
+      throw err;
+    }
     await writeFileAtomically(options.tokenDir, 'token', minted.token, options.readerGroup);
     logger.info(
       {
         expiresAt: new Date(minted.expiresAtMs).toISOString(),
         pod: options.podName,
-        boundToNode: options.nodeName,
+        boundToSecret: binding.name,
       },
       'collector token minted',
     );

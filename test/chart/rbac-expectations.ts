@@ -37,8 +37,14 @@ export function grantingGates(
   };
 }
 
-/** The executor's only grant of its own: the collector's token, by TokenRequest. */
+/** The executor's grant of its own: the collector's token, by TokenRequest. */
 export const TOKEN_MINTER_GRANT = '/serviceaccounts/token:create';
+/**
+ * ... bound to a Secret its Pod owns, which it creates at start. RBAC cannot limit `create` by
+ * name; the chart's ValidatingAdmissionPolicy admits only that one Secret
+ * (test/security/identities.test.ts).
+ */
+export const BINDING_SECRET_GRANT = '/secrets:create';
 
 function expand(group: string, resources: readonly string[], verbs: readonly string[]): string[] {
   return resources.flatMap((resource) => verbs.map((verb) => `${group}/${resource}:${verb}`));
@@ -208,7 +214,9 @@ export function expectedExecutorRbac(
     for (const grant of grants) set.add(grant);
     namespaced.set(namespace, set);
   };
-  if (executorEnabled(asked)) grantIn(releaseNamespace, [TOKEN_MINTER_GRANT]);
+  if (executorEnabled(asked)) {
+    grantIn(releaseNamespace, [TOKEN_MINTER_GRANT, BINDING_SECRET_GRANT]);
+  }
   if (gates.nodeOps === true) for (const g of EXECUTOR_CLUSTER_GRANTS.nodeOps) cluster.add(g);
   if (gates.exec === true) {
     const scope = ruleScope(policy.execRules);

@@ -42,6 +42,16 @@ describe.each(HELM_VERSIONS)('chart refusals ($label)', ({ binary }) => {
     expect(config['config.yaml']).toContain('allow_insecure: true');
   });
 
+  it('refuses an executor gate on a cluster older than 1.30 (no ValidatingAdmissionPolicy v1 to narrow its Secret creation), renders it on 1.30', async () => {
+    const values = { rbac: { nodeOps: true } };
+    const stderr = await renderError(helm, { values, args: ['--kube-version', '1.29.9'] });
+    expect(stderr).toContain('the executor (an rbac.* gate is on) needs Kubernetes 1.30 or later');
+    const objects = await render(helm, { values, args: ['--kube-version', '1.30.0'] });
+    expect(objects.map((o) => o.kind)).toContain('ValidatingAdmissionPolicy');
+    // With every gate off nothing needs it: an older cluster is fine.
+    await render(helm, { values: {}, args: ['--kube-version', '1.29.9'] });
+  });
+
   it('renders the executor with a gate on only under the explicit acknowledgement, and then grants the gate nothing', async () => {
     // nodeOps and write are implemented (they render their ClusterRole without the
     // acknowledgement): only the unimplemented gates are on here.

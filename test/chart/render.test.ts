@@ -26,6 +26,7 @@ import {
   NODE_SHELL_ROLE_GRANTS,
   RENDER_UNIMPLEMENTED,
   TOKEN_MINTER_GRANT,
+  BINDING_SECRET_GRANT,
 } from './rbac-expectations.js';
 
 interface Container {
@@ -136,7 +137,8 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
           'RoleBinding/kubexa-agent-executor-token-minter',
         ]),
       );
-      // Token minting: the collector's ServiceAccount and nothing else.
+      // Token minting: the collector's ServiceAccount and nothing else; Secrets: create only
+      // (the admission policy below narrows it to the one binding Secret).
       expect(rulesOf(findOne(objects, 'Role', 'kubexa-agent-executor-token-minter'))).toEqual([
         {
           apiGroups: [''],
@@ -144,10 +146,27 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
           resourceNames: ['kubexa-agent'],
           verbs: ['create'],
         },
+        { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
       ]);
       expect(
         grants(rulesOf(findOne(objects, 'Role', 'kubexa-agent-executor-token-minter'))),
-      ).toEqual(new Set([TOKEN_MINTER_GRANT]));
+      ).toEqual(new Set([TOKEN_MINTER_GRANT, BINDING_SECRET_GRANT]));
+      // ... and the policy that does it, bound, for the executor's ServiceAccount only.
+      const policyName = 'kubexa.kubexa-agent-executor-token-binding';
+      const policy = findOne(objects, 'ValidatingAdmissionPolicy', policyName) as unknown as {
+        spec: { failurePolicy: string; matchConditions: { expression: string }[] };
+      };
+      expect({
+        failurePolicy: policy.spec.failurePolicy,
+        matches: policy.spec.matchConditions.map((c) => c.expression),
+        binding: findOne(objects, 'ValidatingAdmissionPolicyBinding', policyName)['spec'],
+      }).toEqual({
+        failurePolicy: 'Fail',
+        matches: [
+          'request.userInfo.username == "system:serviceaccount:kubexa:kubexa-agent-executor"',
+        ],
+        binding: { policyName, validationActions: ['Deny'] },
+      });
 
       const expectedCluster = expectedExecutorClusterGrants(rbac);
       const clusterRoles = objects.filter(
@@ -396,8 +415,8 @@ describe.each(HELM_VERSIONS)('chart render ($label)', ({ binary }) => {
         value: 'kubexa-agent',
       });
       expect(env).toContainEqual({
-        name: 'KUBEXA_NODE_NAME',
-        valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } },
+        name: 'KUBEXA_POD_UID',
+        valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } },
       });
       // Both ServiceAccounts refuse automounting on their own as well.
       for (const sa of objects.filter((o) => o.kind === 'ServiceAccount')) {

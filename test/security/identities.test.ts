@@ -1,9 +1,11 @@
 // The two identities with their REAL tokens against the real API server: the chart (all gates
 // on, rendered before their features exist) is applied into a namespace, kwok runs its Pod, the
 // executor's token is the Pod's ServiceAccount token, and the executor mints the collector's
-// token with TokenRequest exactly as executor/identity/token-minter.ts does in the Pod.
+// token with TokenRequest exactly as executor/identity/token-minter.ts does in the Pod: bound to
+// a Secret the Pod owns, which the chart's ValidatingAdmissionPolicy lets it create and nothing
+// else.
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { lstat, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +20,11 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { systemClock } from '../../shared/clock.js';
 import { createTokenMinter, mintCollectorToken } from '../../executor/identity/token-minter.js';
+import {
+  bindingSecretName,
+  ensureBindingSecret,
+  type BindingSecret,
+} from '../../executor/identity/token-binding.js';
 import { renderText } from '../chart/helm.js';
 import { RENDER_UNIMPLEMENTED } from '../chart/rbac-expectations.js';
 import { kubeConfigForToken, rulesOf, statusAs, websocketHeaders } from './real-token.js';
@@ -32,6 +39,7 @@ const execFileAsync = promisify(execFile);
 const COLLECTOR_SA = 'kubexa-agent';
 const EXECUTOR_SA = 'kubexa-agent-executor';
 const EXPECTED_RULES_FILE = join(import.meta.dirname, 'expected-rules.json');
+const randomUid = () => randomUUID();
 
 describe('identities with their real tokens on a real API server', () => {
   const admin = loadKubeConfig(inject('kubeconfigPath'));
@@ -41,7 +49,7 @@ describe('identities with their real tokens on a real API server', () => {
   let workdir = '';
   let podName = '';
   let podUid = '';
-  let nodeName = '';
+  let binding: BindingSecret = { name: '' };
   let executor: KubeConfig | undefined;
   let collector: KubeConfig | undefined;
   let collectorToken = '';
@@ -91,12 +99,6 @@ describe('identities with their real tokens on a real API server', () => {
     );
     podName = pod.metadata?.name ?? '';
     podUid = pod.metadata?.uid ?? '';
-    nodeName = await eventually(
-      'the Pod scheduled',
-      async () =>
-        (await core.readNamespacedPod({ name: podName, namespace: namespace() })).spec?.nodeName,
-      { timeoutMs: 60_000 },
-    );
     expect(pod.spec?.serviceAccountName).toBe(EXECUTOR_SA);
     // The executor's token is what the kubelet projects: the Pod's ServiceAccount, bound to it.
     const executorToken = await core.createNamespacedServiceAccountToken({
@@ -111,11 +113,21 @@ describe('identities with their real tokens on a real API server', () => {
       },
     });
     executor = kubeConfigForToken(admin, executorToken.status?.token ?? '');
-    // The executor mints the collector's token with ITS OWN credentials.
-    const minted = await mintCollectorToken(executor.makeApiClient(CoreV1Api), {
+    // The executor creates the binding Secret and mints the collector's token with ITS OWN
+    // credentials (the chart's policy is admitted by now: the apply above created it first).
+    const executorCore = executor.makeApiClient(CoreV1Api);
+    binding = await eventually(
+      'the executor to create its binding Secret',
+      () =>
+        ensureBindingSecret(executorCore, { namespace: namespace(), podName, podUid }).catch(
+          () => undefined,
+        ),
+      { timeoutMs: 30_000 },
+    );
+    const minted = await mintCollectorToken(executorCore, {
       serviceAccount: COLLECTOR_SA,
       namespace: namespace(),
-      nodeName,
+      binding,
     });
     collectorToken = minted.token;
     collector = kubeConfigForToken(admin, collectorToken);
@@ -133,15 +145,118 @@ describe('identities with their real tokens on a real API server', () => {
     );
   });
 
-  it("the minted token is the collector's, bound to the Pod's Node, for 10 minutes", async () => {
+  it("the minted token is the collector's, bound to the Pod's binding Secret, for 10 minutes", async () => {
     const status = await review(collectorToken);
     expect(status?.authenticated).toBe(true);
     expect(status?.user?.username).toBe(`system:serviceaccount:${namespace()}:${COLLECTOR_SA}`);
-    expect(status?.user?.extra?.['authentication.kubernetes.io/node-name']).toEqual([nodeName]);
     const payload = JSON.parse(
       Buffer.from(collectorToken.split('.')[1] ?? '', 'base64url').toString('utf8'),
-    ) as { exp: number; iat: number };
-    expect(payload.exp - payload.iat).toBeLessThanOrEqual(600);
+    ) as { exp: number; iat: number; 'kubernetes.io': { secret?: { name: string; uid: string } } };
+    const secret = await core.readNamespacedSecret({
+      name: bindingSecretName(podName),
+      namespace: namespace(),
+    });
+    expect({
+      boundTo: payload['kubernetes.io'].secret,
+      lifetime: payload.exp - payload.iat <= 600,
+    }).toEqual({
+      boundTo: { name: `${podName}-token-binding`, uid: secret.metadata?.uid },
+      lifetime: true,
+    });
+  });
+
+  it('the binding Secret is empty, Opaque, and owned by the Pod (the garbage collector deletes it with the Pod)', async () => {
+    const secret = await core.readNamespacedSecret({
+      name: bindingSecretName(podName),
+      namespace: namespace(),
+    });
+    expect({
+      type: secret.type,
+      data: secret.data,
+      owners: secret.metadata?.ownerReferences?.map((o) => [o.kind, o.name, o.uid]),
+    }).toEqual({ type: 'Opaque', data: undefined, owners: [['Pod', podName, podUid]] });
+  });
+
+  it('the admission policy lets the executor create its binding Secret and no other', async () => {
+    if (executor === undefined) throw new Error('beforeAll did not run');
+    const create = (as: KubeConfig, body: Record<string, unknown>) =>
+      statusAs(as, 'POST', `/api/v1/namespaces/${namespace()}/secrets`, {
+        body: { apiVersion: 'v1', kind: 'Secret', ...body },
+      });
+    const own = { apiVersion: 'v1', kind: 'Pod', name: podName, uid: podUid };
+    const named = (name: string, extra: Record<string, unknown> = {}) => ({
+      name,
+      ownerReferences: [own],
+      ...extra,
+    });
+    const bindingName = bindingSecretName(podName);
+    // An executor token that names no Pod (minted by an admin): no Secret at all.
+    const unbound = await core.createNamespacedServiceAccountToken({
+      name: EXECUTOR_SA,
+      namespace: namespace(),
+      body: { spec: { audiences: [], expirationSeconds: 600 } },
+    });
+    const unboundExecutor = kubeConfigForToken(admin, unbound.status?.token ?? '');
+    const cases: [string, Promise<number>][] = [
+      [
+        'a token Secret for the executor',
+        create(executor, {
+          type: 'kubernetes.io/service-account-token',
+          metadata: named('planted', {
+            annotations: { 'kubernetes.io/service-account.name': EXECUTOR_SA },
+          }),
+        }),
+      ],
+      [
+        'the binding name as a token Secret',
+        create(executor, {
+          type: 'kubernetes.io/service-account-token',
+          metadata: named(bindingName, {
+            annotations: { 'kubernetes.io/service-account.name': COLLECTOR_SA },
+          }),
+        }),
+      ],
+      ['another name', create(executor, { type: 'Opaque', metadata: named(`${podName}-other`) })],
+      [
+        'data in it',
+        create(executor, { type: 'Opaque', metadata: named(bindingName), data: { a: 'YQ==' } }),
+      ],
+      ['no owner', create(executor, { type: 'Opaque', metadata: { name: bindingName } })],
+      [
+        'another owner',
+        create(executor, {
+          type: 'Opaque',
+          metadata: { name: bindingName, ownerReferences: [{ ...own, uid: randomUid() }] },
+        }),
+      ],
+      [
+        'a second owner',
+        create(executor, {
+          type: 'Opaque',
+          metadata: {
+            name: bindingName,
+            ownerReferences: [own, { ...own, name: 'other', uid: randomUid() }],
+          },
+        }),
+      ],
+      [
+        'a token bound to no Pod',
+        create(unboundExecutor, { type: 'Opaque', metadata: named(bindingName) }),
+      ],
+      // The executor may create, nothing else: it cannot read or delete its own binding Secret.
+      [
+        'get',
+        statusAs(executor, 'GET', `/api/v1/namespaces/${namespace()}/secrets/${bindingName}`),
+      ],
+      [
+        'delete',
+        statusAs(executor, 'DELETE', `/api/v1/namespaces/${namespace()}/secrets/${bindingName}`),
+      ],
+    ];
+    const results = await Promise.all(cases.map(async ([name, status]) => [name, await status]));
+    expect(Object.fromEntries(results)).toEqual(
+      Object.fromEntries(cases.map(([name]) => [name, 403])),
+    );
   });
 
   it('the API server refuses to bind the collector token to a Pod that runs as the executor', async () => {
@@ -169,7 +284,7 @@ describe('identities with their real tokens on a real API server', () => {
       const err = await mintCollectorToken(api, {
         serviceAccount: name,
         namespace: namespace(),
-        nodeName,
+        binding,
       }).catch((e: unknown) => e);
       expect(err, name).toBeInstanceOf(ApiException);
       expect((err as ApiException<unknown>).code, name).toBe(403);
@@ -286,7 +401,7 @@ describe('identities with their real tokens on a real API server', () => {
         serviceAccount: COLLECTOR_SA,
         namespace: namespace(),
         podName,
-        nodeName,
+        podUid,
         tokenDir: dir,
         readerGroup: 4343,
         caCert: 'ca',
@@ -314,24 +429,6 @@ describe('identities with their real tokens on a real API server', () => {
     }
   });
 
-  it('a token bound to a Node that is gone is dead at once', async () => {
-    if (executor === undefined) throw new Error('beforeAll did not run');
-    // A Node of this test's own, so the cluster's nodes stay for the other tests.
-    const node = `kubexa-sec-node-${randomBytes(3).toString('hex')}`;
-    await core.createNode({ body: { metadata: { name: node } } });
-    const minted = await mintCollectorToken(executor.makeApiClient(CoreV1Api), {
-      serviceAccount: COLLECTOR_SA,
-      namespace: namespace(),
-      nodeName: node,
-    });
-    expect((await review(minted.token))?.authenticated).toBe(true);
-    await core.deleteNode({ name: node });
-    await eventually(
-      'the Node-bound token to stop authenticating',
-      async () => ((await review(minted.token))?.authenticated === true ? undefined : true),
-      { timeoutMs: 30_000 },
-    );
-  });
   it("a token Secret someone creates for the executor is filled by the API server, and out of the collector's reach", async () => {
     if (collector === undefined) throw new Error('beforeAll did not run');
     // The threat model's namespace-editor rule: whoever may create Secrets in the release
@@ -361,5 +458,26 @@ describe('identities with their real tokens on a real API server', () => {
     } finally {
       await core.deleteNamespacedSecret({ name, namespace: namespace() });
     }
+  });
+
+  // Last: it deletes the Pod the tokens above are bound to.
+  it("the collector's minted token is refused within seconds once its Pod is gone", async () => {
+    expect((await review(collectorToken))?.authenticated).toBe(true);
+    await core.deleteNamespacedPod({ name: podName, namespace: namespace() });
+    await eventually(
+      'the garbage collector to delete the binding Secret with the Pod',
+      () =>
+        core
+          .readNamespacedSecret({ name: bindingSecretName(podName), namespace: namespace() })
+          .then(() => undefined)
+          .catch(() => true),
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+    const refused = await eventually(
+      'the API server to refuse the token',
+      async () => ((await review(collectorToken))?.authenticated === true ? undefined : true),
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    expect(refused).toBe(true);
   });
 });
