@@ -460,8 +460,71 @@ describe('identities with their real tokens on a real API server', () => {
     }
   });
 
+  it('the minter creates the binding Secret again when it is deleted, and binds new tokens to the new one', async () => {
+    if (executor === undefined) throw new Error('beforeAll did not run');
+    const dir = await mkdtemp(join(tmpdir(), 'kubexa-minted-'));
+    // A clock whose sleeps last at most 200 ms: the minter refreshes (and retries) at once.
+    const hurried = {
+      now: () => Date.now(),
+      sleep: (ms: number, signal: AbortSignal) => systemClock.sleep(Math.min(ms, 200), signal),
+    };
+    const minter = createTokenMinter(
+      {
+        serviceAccount: COLLECTOR_SA,
+        namespace: namespace(),
+        podName,
+        podUid,
+        tokenDir: dir,
+        caCert: 'ca',
+      },
+      {
+        core: executor.makeApiClient(CoreV1Api),
+        clock: hurried,
+        logger: pino({ level: 'silent' }),
+      },
+    );
+    const name = bindingSecretName(podName);
+    const uidNow = async () =>
+      (await core.readNamespacedSecret({ name, namespace: namespace() })).metadata?.uid;
+    const boundUid = async () => {
+      const token = await readFile(join(dir, 'token'), 'utf8').catch(() => '');
+      const claims = JSON.parse(
+        Buffer.from(token.split('.')[1] ?? 'e30', 'base64url').toString('utf8'),
+      ) as { 'kubernetes.io'?: { secret?: { uid: string } } };
+      return claims['kubernetes.io']?.secret?.uid;
+    };
+    try {
+      await minter.start(new AbortController().signal);
+      const before = await uidNow();
+      await core.deleteNamespacedSecret({ name, namespace: namespace() });
+      const recreated = await eventually(
+        'a new binding Secret, and a token bound to it',
+        async () => {
+          const uid = await uidNow().catch(() => undefined);
+          return uid !== undefined && uid !== before && (await boundUid()) === uid
+            ? uid
+            : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      expect(recreated).not.toBe(before);
+    } finally {
+      await minter.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   // Last: it deletes the Pod the tokens above are bound to.
   it("the collector's minted token is refused within seconds once its Pod is gone", async () => {
+    if (executor === undefined) throw new Error('beforeAll did not run');
+    // Minted now: the binding Secret may have been replaced since beforeAll (the test above).
+    const collectorToken = (
+      await mintCollectorToken(executor.makeApiClient(CoreV1Api), {
+        serviceAccount: COLLECTOR_SA,
+        namespace: namespace(),
+        binding: { name: bindingSecretName(podName) },
+      })
+    ).token;
     expect((await review(collectorToken))?.authenticated).toBe(true);
     await core.deleteNamespacedPod({ name: podName, namespace: namespace() });
     await eventually(
