@@ -21,6 +21,7 @@ afterEach(async () => {
 const UNNAMED_ID = 54321;
 
 /** `as`: run as that uid and gid (the test runs as root), with the socket in a directory it owns. */
+// The executor under tsx takes seconds to start; on two cores shared by many jobs, tens of seconds.
 async function startExecutor(configYaml: string, as?: number) {
   const dir = await mkdtemp(join(tmpdir(), 'kubexa-executor-proc-'));
   dirs.push(dir);
@@ -75,7 +76,7 @@ describe('executor process', () => {
     await eventually(
       'the executor socket',
       async () => ((await stat(socketPath)).isSocket() ? true : undefined),
-      { timeoutMs: 20_000 },
+      { timeoutMs: 60_000 },
     ).catch((err: unknown) => {
       throw new Error(`${String(err)}\nexecutor output:\n${output()}`);
     });
@@ -107,7 +108,7 @@ describe('executor process', () => {
         const stats = await stat(socketPath).catch(() => undefined);
         return stats?.isSocket() === true ? stats : undefined;
       },
-      { timeoutMs: 20_000 },
+      { timeoutMs: 60_000 },
     ).catch((err: unknown) => {
       throw new Error(`${String(err)}\nexecutor output:\n${output()}`);
     });
