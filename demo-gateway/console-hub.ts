@@ -245,14 +245,26 @@ export class ConsoleHub {
 
   /** Re-attaches a detached console through `agentSession` (the same or a new agent session). */
   reattach(console: DemoConsole, agentSession: string): boolean {
-    const sessionId = console.opened?.sessionId;
-    if (sessionId === undefined) return false;
+    const opened = console.opened;
+    if (opened === undefined) return false;
     console.agentSession = agentSession;
     const requestId = randomUUID();
     this.#pending.set(requestId, console);
     return this.#send(agentSession, {
       $case: 'consoleAttach',
-      value: { requestId, sessionId, resumeAfter: String(console.lastSeq) },
+      value: {
+        requestId,
+        sessionId: opened.sessionId,
+        resumeAfter: String(console.lastSeq),
+        // Every attach is signed afresh, bound to this session (the executor refuses a bare id).
+        signedCommand: this.#signer.signConsoleAttach(
+          requestId,
+          opened.principal,
+          opened.sessionId,
+          // The container the executor resolved: the session's target, as it checks it.
+          { namespace: console.spec.namespace, pod: console.spec.pod, container: opened.container },
+        ),
+      },
     });
   }
 
