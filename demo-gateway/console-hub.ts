@@ -194,10 +194,26 @@ export class ConsoleHub {
   readonly #send: SendToAgent;
   /** Audit records received (newest last, bounded). */
   readonly audits: AuditRecord[] = [];
+  /** Nodes where no process runs (kwok's simulated nodes in the demo): no console opens there. */
+  readonly #simulatedNodes = new Set<string>();
 
   constructor(signer: CommandSigner, send: SendToAgent) {
     this.#signer = signer;
     this.#send = send;
+  }
+
+  /** Names nodes that only simulate pods (kwok): the page explains instead of offering them. */
+  markSimulatedNodes(names: Iterable<string>): void {
+    for (const name of names) this.#simulatedNodes.add(name);
+  }
+
+  /** Why a console cannot open on a pod of `node`, or undefined when it can. */
+  unavailableOn(node: string): string | undefined {
+    if (!this.#simulatedNodes.has(node)) return undefined;
+    return (
+      `${node} is a simulated (kwok) node: no container process runs there, so pods/exec ` +
+      'cannot start (it would fail as EXEC_FAILED). Pick a pod on a real node.'
+    );
   }
 
   list(): DemoConsole[] {
