@@ -68,10 +68,11 @@ const KEYS = 150;
 const WARMUP_KEYS = 40;
 const GAP_MS = 5;
 /**
- * A keystroke slower than this fails the run (a stuck path, not a figure); anything below is a
- * sample, however slow.
+ * A keystroke whose echo has not come back after this long stalls its path: it counts as a
+ * sample of this value (so the p99 shows it as a miss) and that path types no more in that
+ * condition; the other path is still measured.
  */
-const KEY_TIMEOUT_MS = 60_000;
+const KEY_TIMEOUT_MS = 30_000;
 const LOAD_PODS = 4;
 /** Lines per second per container; the file is shared, so the cluster delivers 4x this. */
 const LOAD_RATE_PER_POD = 15_000;
@@ -196,13 +197,19 @@ async function bareTypist(kc: KubeConfig, namespace: string, pod: string): Promi
   };
 }
 
-/** Round-trip times (ms) of `count` keystrokes, GAP_MS apart. */
-async function type(typist: Typist, count: number): Promise<number[]> {
-  const times: number[] = [];
+class Stalled extends Error {}
+
+/** Round-trip times (ms) of `count` keystrokes, GAP_MS apart; Stalled (with them) on a stall. */
+async function type(typist: Typist, count: number, times: number[] = []): Promise<number[]> {
   for (let i = 0; i < count; i++) {
     const byte = 97 + (i % 26);
     const start = performance.now();
-    await typist.key(byte);
+    try {
+      await typist.key(byte);
+    } catch (err: unknown) {
+      times.push(KEY_TIMEOUT_MS);
+      throw new Stalled(err instanceof Error ? err.message : String(err));
+    }
     times.push(performance.now() - start);
     await sleep(GAP_MS);
   }
@@ -348,13 +355,24 @@ function startCollector(configPath: string, kubeconfigPath: string, socketPath: 
 interface Condition {
   readonly agent: number[];
   readonly bare: number[];
+  /** Why a path stopped typing in this condition (its echo stalled). */
+  readonly stalls: string[];
 }
 
 async function measure(agent: Typist, bare: Typist): Promise<Condition> {
-  const result: Condition = { agent: [], bare: [] };
+  const result: Condition = { agent: [], bare: [], stalls: [] };
+  const stalled = { agent: false, bare: false };
   for (let round = 0; round < ROUNDS; round++) {
-    result.agent.push(...(await type(agent, KEYS)));
-    result.bare.push(...(await type(bare, KEYS)));
+    for (const path of ['agent', 'bare'] as const) {
+      if (stalled[path]) continue;
+      try {
+        await type(path === 'agent' ? agent : bare, KEYS, result[path]);
+      } catch (err: unknown) {
+        if (!(err instanceof Stalled)) throw err;
+        stalled[path] = true;
+        result.stalls.push(err.message);
+      }
+    }
   }
   return result;
 }
@@ -367,8 +385,9 @@ function rows(label: string, c: Condition, log: (line: string) => void): BenchRe
   log(
     `${label}: agent p50 ${ms(agent.p50)} p99 ${ms(agent.p99)} max ${ms(Math.max(...c.agent))} ms | ` +
       `bare p50 ${ms(bare.p50)} p99 ${ms(bare.p99)} max ${ms(Math.max(...c.bare))} ms ` +
-      `(${String(c.agent.length)} keystrokes each)`,
+      `(${String(c.agent.length)} and ${String(c.bare.length)} keystrokes)`,
   );
+  for (const stall of c.stalls) log(`${label}: STALLED, ${stall}; that path typed no more here`);
   return [
     {
       name: `keystroke round trip p50, ${label}`,
