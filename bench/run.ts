@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bufferBench } from './cases/buffer.js';
+import { consoleRoundTripBench } from './cases/console-round-trip.js';
 import { demoLogQueryBench } from './cases/demo-log-query.js';
 import { footprintBench } from './cases/footprint.js';
 import { podLogsE2eBench } from './cases/pod-logs-e2e.js';
@@ -33,6 +34,7 @@ const CASES: readonly BenchCase[] = [
   footprintBench,
   queryBench,
   prometheusParseBench,
+  consoleRoundTripBench,
 ];
 // The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this;
 // demo-log-query stores a million records first: up to two minutes on a busy machine.

@@ -23,11 +23,23 @@ export interface CommandSigner {
     readonly permission: CommandClaims['permission'];
     readonly target: CommandTargetClaim;
     readonly verb: string;
+    /** Only for a console re-attach: the session it is for. */
+    readonly sessionId?: string;
   }): string;
   /** The signature a pod console open carries. */
   signConsoleOpen(
     requestId: string,
     principal: string,
+    target: { readonly namespace: string; readonly pod: string; readonly container: string },
+  ): string;
+  /**
+   * The fresh signature every console re-attach carries: verb console_attach, bound to the
+   * session (its id, its target with the resolved container, the principal it was opened for).
+   */
+  signConsoleAttach(
+    requestId: string,
+    principal: string,
+    sessionId: string,
     target: { readonly namespace: string; readonly pod: string; readonly container: string },
   ): string;
 }
@@ -46,6 +58,7 @@ export function createCommandSigner(keyId = 'demo-gateway'): CommandSigner {
         iat: nowSec,
         exp: nowSec + LIFETIME_SEC,
         nonce: newCommandNonce(),
+        ...(request.sessionId === undefined ? {} : { session_id: request.sessionId }),
       },
       { keyId, privateKey: keys.privateKeyPem },
     );
@@ -67,6 +80,21 @@ export function createCommandSigner(keyId = 'demo-gateway'): CommandSigner {
           resource: '',
         },
         verb: 'console',
+      }),
+    signConsoleAttach: (requestId, principal, sessionId, target) =>
+      sign({
+        requestId,
+        principal,
+        permission: 'cluster:node_console',
+        target: {
+          kind: 'pod',
+          namespace: target.namespace,
+          name: target.pod,
+          container: target.container,
+          resource: '',
+        },
+        verb: 'console_attach',
+        sessionId,
       }),
   };
 }

@@ -194,10 +194,26 @@ export class ConsoleHub {
   readonly #send: SendToAgent;
   /** Audit records received (newest last, bounded). */
   readonly audits: AuditRecord[] = [];
+  /** Nodes where no process runs (kwok's simulated nodes in the demo): no console opens there. */
+  readonly #simulatedNodes = new Set<string>();
 
   constructor(signer: CommandSigner, send: SendToAgent) {
     this.#signer = signer;
     this.#send = send;
+  }
+
+  /** Names nodes that only simulate pods (kwok): the page explains instead of offering them. */
+  markSimulatedNodes(names: Iterable<string>): void {
+    for (const name of names) this.#simulatedNodes.add(name);
+  }
+
+  /** Why a console cannot open on a pod of `node`, or undefined when it can. */
+  unavailableOn(node: string): string | undefined {
+    if (!this.#simulatedNodes.has(node)) return undefined;
+    return (
+      `${node} is a simulated (kwok) node: no container process runs there, so pods/exec ` +
+      'cannot start (it would fail as EXEC_FAILED). Pick a pod on a real node.'
+    );
   }
 
   list(): DemoConsole[] {
@@ -245,14 +261,26 @@ export class ConsoleHub {
 
   /** Re-attaches a detached console through `agentSession` (the same or a new agent session). */
   reattach(console: DemoConsole, agentSession: string): boolean {
-    const sessionId = console.opened?.sessionId;
-    if (sessionId === undefined) return false;
+    const opened = console.opened;
+    if (opened === undefined) return false;
     console.agentSession = agentSession;
     const requestId = randomUUID();
     this.#pending.set(requestId, console);
     return this.#send(agentSession, {
       $case: 'consoleAttach',
-      value: { requestId, sessionId, resumeAfter: String(console.lastSeq) },
+      value: {
+        requestId,
+        sessionId: opened.sessionId,
+        resumeAfter: String(console.lastSeq),
+        // Every attach is signed afresh, bound to this session (the executor refuses a bare id).
+        signedCommand: this.#signer.signConsoleAttach(
+          requestId,
+          opened.principal,
+          opened.sessionId,
+          // The container the executor resolved: the session's target, as it checks it.
+          { namespace: console.spec.namespace, pod: console.spec.pod, container: opened.container },
+        ),
+      },
     });
   }
 

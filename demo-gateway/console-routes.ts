@@ -13,6 +13,10 @@ export interface ConsoleTarget {
   readonly namespace: string;
   readonly pod: string;
   readonly containers: string[];
+  /** The node the pod's log lines came from ('' when unknown). */
+  readonly node: string;
+  /** Why no console can open there (a simulated node); absent when one can. */
+  readonly unavailable?: string;
 }
 
 interface OpenBody {
@@ -38,7 +42,14 @@ export function registerConsoleRoutes(app: FastifyInstance, gateway: DemoGateway
     const byPod = new Map<string, ConsoleTarget>();
     for (const line of page.lines) {
       const key = `${line.namespace}/${line.pod}`;
-      const target = byPod.get(key) ?? { namespace: line.namespace, pod: line.pod, containers: [] };
+      const unavailable = gateway.consoles.unavailableOn(line.node);
+      const target = byPod.get(key) ?? {
+        namespace: line.namespace,
+        pod: line.pod,
+        containers: [],
+        node: line.node,
+        ...(unavailable === undefined ? {} : { unavailable }),
+      };
       if (!target.containers.includes(line.container)) target.containers.push(line.container);
       byPod.set(key, target);
     }

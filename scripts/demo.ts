@@ -19,8 +19,14 @@ import { DemoGateway } from '../demo-gateway/demo-gateway.js';
 import { ensureUiBuilt } from '../demo-gateway/ui-build.js';
 import { createWebUi } from '../demo-gateway/web-ui.js';
 import { ConfigSnapshot } from '../proto/index.js';
-import { startCluster, stopCluster, type ClusterOptions } from '../test/cluster/cluster.js';
+import {
+  startCluster,
+  stopCluster,
+  TEST_NODE_NAMES,
+  type ClusterOptions,
+} from '../test/cluster/cluster.js';
 import { startDemoExecutor } from './demo-executor.js';
+import { startRealNodePod, TOOLBOX } from './demo-real-node-pod.js';
 import { SAMPLE_APPS, startSampleWorkload } from './demo-workload.js';
 
 const HOST = '127.0.0.1';
@@ -136,17 +142,31 @@ async function localCluster(): Promise<string> {
     name: 'kubexa-demo',
     workdir: await mkdtemp(join(tmpdir(), 'kubexa-demo-cluster-')),
     env: process.env,
+    // The real node runs real containers, so a console from the page opens a real shell.
+    realNode: true,
   };
   say(
-    `starting a local test cluster in ${options.workdir} (the first run on a machine builds its binaries: ~10 min)`,
+    `starting a local test cluster with a real node in ${options.workdir} (the first run on a machine builds its binaries: ~10 min)`,
   );
   cleanups.push({ what: 'local cluster', run: () => stopCluster(options) });
-  const cluster = await startCluster(options);
+  let cluster;
+  try {
+    cluster = await startCluster(options);
+  } catch (err: unknown) {
+    const message = err instanceof Error ? err.message : String(err);
+    if (!message.includes('the real node cannot start on this machine')) throw err;
+    // Said loudly, not skipped silently: consoles need the real node; the rest of the demo not.
+    say(`WITHOUT the real node: ${message}`);
+    say('  the Consoles view will show every pod as simulated (kwok): no console can open.');
+    cluster = await startCluster({ ...options, realNode: false });
+  }
   say(`local cluster up in ${cluster.startMs} ms; kubeconfig ${cluster.kubeconfigPath}`);
   localBinDir = cluster.binDir;
+  localRealNode = cluster.realNode !== undefined;
   return cluster.kubeconfigPath;
 }
 let localBinDir: string | undefined;
+let localRealNode = false;
 
 interface CollectorPorts {
   readonly grpc: number;
@@ -248,6 +268,8 @@ async function main(): Promise<void> {
     },
     { logger: pino({ level: 'warn' }) },
   );
+  // kwok's nodes only simulate pods: the Consoles view explains instead of failing on them.
+  if (cluster.local) gateway.consoles.markSimulatedNodes(TEST_NODE_NAMES);
   const grpcPort = await gateway.listen(HOST, Number(values['grpc-port']));
   const ui = createWebUi(gateway);
   let url: string;
@@ -340,6 +362,12 @@ async function main(): Promise<void> {
     say(
       `sample workload: ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
     );
+    if (localRealNode) {
+      await startRealNodePod(kc);
+      say(
+        `console target: ${TOOLBOX.namespace}/${TOOLBOX.name} (busybox on the real node; Consoles view)`,
+      );
+    }
   }
 
   printBanner({ url, grpcPort, ports, configPath, cluster });
@@ -368,7 +396,7 @@ function printBanner(info: {
   const rule = '─'.repeat(78);
   say('');
   say(rule);
-  say(`  Kubexa demo:     ${info.url}    (Logs, Agents; Ctrl-C stops everything)`);
+  say(`  Kubexa demo:     ${info.url}    (Logs, Agents, Consoles; Ctrl-C stops everything)`);
   say(`  demo gateway:    gRPC ${HOST}:${info.grpcPort} (plaintext, token checked)`);
   say(
     `  collector:       health http://${HOST}:${ports.health}/healthz (/readyz)   metrics http://${HOST}:${ports.metrics}/metrics`,

@@ -262,7 +262,12 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
           {
             input: {
               $case: 'attach',
-              value: { sessionId: attach.sessionId, resumeAfter: attach.resumeAfter },
+              value: {
+                sessionId: attach.sessionId,
+                resumeAfter: attach.resumeAfter,
+                // Relayed untouched: the executor verifies it (bound to the session).
+                commandSignature: { jws: attach.signedCommand },
+              },
             },
           },
           gateway,

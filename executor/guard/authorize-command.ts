@@ -30,10 +30,12 @@ export function requiredGate(
   verb: string,
   targetKind: string,
 ): { readonly gate: GateName; readonly permission: string } | undefined {
-  if (verb === 'console' && targetKind === 'pod') {
+  // console_attach: re-attaching a running session needs the same gate and permission as
+  // opening it (and a signature of its own, bound to the session).
+  if ((verb === 'console' || verb === 'console_attach') && targetKind === 'pod') {
     return { gate: 'podExec', permission: 'cluster:node_console' };
   }
-  if (verb === 'console' && targetKind === 'node') {
+  if ((verb === 'console' || verb === 'console_attach') && targetKind === 'node') {
     return { gate: 'nodeShell', permission: 'cluster:node_console' };
   }
   if (NODE_JOB_VERBS.has(verb) && targetKind === 'node') {

@@ -159,6 +159,50 @@ describe('signed command verification', () => {
     });
   });
 
+  describe('a console re-attach: bound to its session, not to a request id', () => {
+    const attach: CommandExpectation = {
+      ...request,
+      requestId: '',
+      verb: 'console_attach',
+      sessionId: 'session-a',
+    };
+    const attachClaims = (overrides: Partial<CommandClaims> = {}) =>
+      claimsFor({
+        request_id: 'attach-call-7',
+        verb: 'console_attach',
+        session_id: 'session-a',
+        ...overrides,
+      });
+
+    it('accepts a fresh signature naming the session, once', () => {
+      const { verifier } = setup();
+      const jws = sign(attachClaims());
+      expect(verifier.verify(jws, attach).ok).toBe(true);
+      expect(verifier.verify(jws, attach)).toMatchObject({ code: 'SIGNATURE_REPLAYED' });
+    });
+
+    it('refuses a signature for another session, or none, as SIGNATURE_MISMATCH', () => {
+      const { verifier } = setup();
+      expect(
+        verifier.verify(sign(attachClaims({ session_id: 'session-b' })), attach),
+      ).toMatchObject({
+        code: 'SIGNATURE_MISMATCH',
+        reason: 'the signed command names another session id',
+      });
+      const withoutSession = claimsFor({ request_id: 'attach-call-7', verb: 'console_attach' });
+      expect(verifier.verify(sign(withoutSession), attach)).toMatchObject({
+        code: 'SIGNATURE_MISMATCH',
+      });
+    });
+
+    it('an open never accepts a signature that names a session', () => {
+      const { verifier } = setup();
+      expect(verifier.verify(sign(claimsFor({ session_id: 'session-a' })), request)).toMatchObject({
+        code: 'SIGNATURE_MISMATCH',
+      });
+    });
+  });
+
   it('refuses a configured key that is not Ed25519', () => {
     const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
     expect(() =>

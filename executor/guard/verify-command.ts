@@ -34,6 +34,13 @@ export interface CommandExpectation {
   readonly permission: string;
   readonly target: CommandTargetClaim;
   readonly verb: string;
+  /**
+   * Set for a console re-attach: the claims must name this session (claim session_id), which is
+   * then what the command is bound to. The attach's request id names the gateway's call, which
+   * the executor never sees, so it is not compared. Unset (every other request): the request id
+   * must match and the claims must name no session, so an attach's signature never opens.
+   */
+  readonly sessionId?: string;
 }
 
 export interface CommandKeyConfig {
@@ -230,11 +237,17 @@ function parseClaims(payload: unknown): CommandClaims | string {
     iat: payload['iat'] as number,
     exp: payload['exp'] as number,
     nonce: payload['nonce'] as string,
+    session_id: isString(payload['session_id']) ? payload['session_id'] : '',
   };
 }
 
 function firstMismatch(claims: CommandClaims, expected: CommandExpectation): string | undefined {
-  if (claims.request_id !== expected.requestId) return 'request id';
+  if (expected.sessionId === undefined) {
+    if (claims.request_id !== expected.requestId) return 'request id';
+    if ((claims.session_id ?? '') !== '') return 'session id (an attach is not an open)';
+  } else if (claims.session_id !== expected.sessionId) {
+    return 'session id';
+  }
   if (claims.permission !== expected.permission) return 'permission';
   if (claims.verb !== expected.verb) return 'verb';
   for (const key of ['kind', 'namespace', 'name', 'container', 'resource'] as const) {

@@ -6,11 +6,14 @@ import type { Logger } from 'pino';
 import {
   ConsoleEndReason,
   RefusalCode,
+  type ConsoleAttach,
   type ConsoleAudit,
   type ConsoleRequest,
   type ConsoleResponse,
   type Refusal,
 } from '../../proto/index.js';
+import type { CommandGuard } from '../guard/authorize-command.js';
+import { attachRefusal, attachRefusalRecord } from '../sessions/attach-authorization.js';
 import type { ConsoleSession, ConsoleSink } from '../sessions/console-session.js';
 import type { PodConsoles } from '../sessions/pod-consoles.js';
 import type { SessionManager } from '../sessions/session-manager.js';
@@ -28,6 +31,7 @@ const MAX_STDIN_MESSAGE = 64 * 1024;
 export function handleConsoleStream(
   call: ServerDuplexStream<ConsoleRequest, ConsoleResponse>,
   deps: ConsoleRpcDeps,
+  guard: CommandGuard,
 ): void {
   let session: ConsoleSession | undefined;
   let first = true;
@@ -83,6 +87,32 @@ export function handleConsoleStream(
     }
   };
 
+  const attach = (request: ConsoleAttach) => {
+    // A fresh signed command for this session first: the session id alone is not enough.
+    const live = deps.sessions.find(request.sessionId);
+    const refusal =
+      live === undefined
+        ? undefined
+        : attachRefusal(guard, live, request.commandSignature?.jws ?? '');
+    if (live !== undefined && refusal !== undefined) {
+      const record = attachRefusalRecord(live, refusal);
+      deps.audit(record);
+      refuse(refusal, record);
+      return;
+    }
+    const result = deps.sessions.attach(request.sessionId, Number(request.resumeAfter), sink);
+    if (!result.ok) {
+      refuse({
+        code: result.reason.includes('resume window')
+          ? RefusalCode.REFUSAL_CODE_RESUME_EXPIRED
+          : RefusalCode.REFUSAL_CODE_NOT_FOUND,
+        reason: result.reason,
+      });
+      return;
+    }
+    session = result.session;
+  };
+
   call.on('data', (message: ConsoleRequest) => {
     if (!first) {
       if (opening) pending.push(message);
@@ -136,21 +166,7 @@ export function handleConsoleStream(
       return;
     }
     if (input?.$case === 'attach') {
-      const result = deps.sessions.attach(
-        input.value.sessionId,
-        Number(input.value.resumeAfter),
-        sink,
-      );
-      if (!result.ok) {
-        refuse({
-          code: result.reason.includes('resume window')
-            ? RefusalCode.REFUSAL_CODE_RESUME_EXPIRED
-            : RefusalCode.REFUSAL_CODE_NOT_FOUND,
-          reason: result.reason,
-        });
-        return;
-      }
-      session = result.session;
+      attach(input.value);
       return;
     }
     refuse({

@@ -227,7 +227,7 @@ export function createExecutorServer(
     ...nodeJobHandlers(options),
     console(call) {
       if (options.consoles === undefined) refuseConsoleStream(call);
-      else handleConsoleStream(call, options.consoles);
+      else handleConsoleStream(call, options.consoles, options.guard);
     },
   };
   server.addService(ExecutorServiceService, implementation);

@@ -19,6 +19,7 @@ import {
   type PodExecFailureCode,
   type PodExecTarget,
 } from './pod-exec-socket.js';
+import { hasShell, killMarked, markCommand } from './non-tty-process.js';
 import type { SessionManager, StartProcess } from './session-manager.js';
 
 /** exec.pod as the executor's config gives it. */
@@ -108,7 +109,12 @@ function podExecProcess(
   size: TerminalSize | undefined,
 ): StartProcess {
   return async (handlers) => {
-    const exec = await openPodExec(kube, target, {
+    // Without a TTY nothing ends the process when the connection closes: run it marked, so that
+    // ending the session can end it (non-tty-process.ts).
+    const marked =
+      !target.tty && (await hasShell(kube, target)) ? markCommand(target.command) : undefined;
+    const execTarget = marked === undefined ? target : { ...target, command: marked.argv };
+    const exec = await openPodExec(kube, execTarget, {
       onOutput: (stream, data) => {
         handlers.onOutput(stream, data);
       },
@@ -136,9 +142,18 @@ function podExecProcess(
       terminate: () => {
         // Closing the WebSocket alone leaves a non-TTY process running (anchors D.2): a TTY
         // gets its hang-up when the runtime closes the terminal; stdin is closed first so a
-        // reader of stdin sees its end.
+        // reader of stdin sees its end. A marked process is ended by a second exec first, so
+        // the connection reports its real exit status before it is closed.
         exec.closeStdin();
-        exec.close();
+        if (marked === undefined) {
+          exec.close();
+          return;
+        }
+        killMarked(kube, target, marked.marker)
+          .catch(() => undefined)
+          .finally(() => {
+            exec.close();
+          });
       },
     };
   };

@@ -43,6 +43,8 @@ export interface SessionManager {
     sink: ConsoleSink,
   ): Promise<ConsoleSession>;
   attach(sessionId: string, resumeAfter: number, sink: ConsoleSink): AttachResult;
+  /** The live session with this id (to authorize an attach before it happens). */
+  find(sessionId: string): ConsoleSession | undefined;
   running(): number;
   /** Output bytes held by all sessions (not yet acknowledged): the flow-control bound. */
   heldBytes(): number;
@@ -139,6 +141,7 @@ export function createSessionManager(
       session.attach(sink, resumeAfter, session.description.principal);
       return { ok: true, session };
     },
+    find: (sessionId) => sessions.get(sessionId),
     running: () => slots,
     heldBytes: () => {
       let total = 0;

@@ -40,6 +40,11 @@ export interface CommandClaims {
   /** Expires at, seconds since the epoch. */
   readonly exp: number;
   readonly nonce: string;
+  /**
+   * The console session a re-attach is for (verb "console_attach"); absent elsewhere. The
+   * executor accepts an attach only with a fresh signature naming the session it re-attaches.
+   */
+  readonly session_id?: string;
 }
 
 export interface CommandJwsHeader {

@@ -52,6 +52,38 @@ export function signConsoleOpen(
   return signCommand(claims, { keyId, privateKey: key.privateKeyPem });
 }
 
+/**
+ * The platform's signature over a console re-attach: verb console_attach, bound to the session.
+ * `issuedAgoSec` back-dates it (an expired one: more than its 60 s lifetime).
+ */
+export function signConsoleAttach(
+  signer: { readonly key: CommandKeyPair; readonly keyId: string },
+  sessionId: string,
+  target: ConsoleTarget,
+  options: { readonly principal?: string; readonly issuedAgoSec?: number } = {},
+): string {
+  const { key, keyId } = signer;
+  const nowSec = Math.floor(Date.now() / 1000) - (options.issuedAgoSec ?? 0);
+  const claims: CommandClaims = {
+    request_id: `attach-${newCommandNonce()}`,
+    principal: options.principal ?? 'alice@example.com',
+    permission: 'cluster:node_console',
+    target: {
+      kind: 'pod',
+      namespace: target.namespace,
+      name: target.pod,
+      container: target.container ?? '',
+      resource: '',
+    },
+    verb: 'console_attach',
+    iat: nowSec,
+    exp: nowSec + 60,
+    nonce: newCommandNonce(),
+    session_id: sessionId,
+  };
+  return signCommand(claims, { keyId, privateKey: key.privateKeyPem });
+}
+
 export class ConsoleStreamClient {
   readonly call: ClientDuplexStream<ConsoleRequest, ConsoleResponse>;
   readonly messages: ConsoleResponse[] = [];

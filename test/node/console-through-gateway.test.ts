@@ -16,7 +16,7 @@ import type { DemoConsole } from '../../demo-gateway/console-hub.js';
 import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
 import { ensureUiBuilt } from '../../demo-gateway/ui-build.js';
 import { createWebUi } from '../../demo-gateway/web-ui.js';
-import { clusterVersions } from '../cluster/cluster.js';
+import { clusterVersions, TEST_NODE_NAMES } from '../cluster/cluster.js';
 import { REAL_NODE_LABEL, REAL_NODE_TAINT } from '../cluster/node.js';
 import {
   serviceAccountIdentity,
@@ -27,6 +27,7 @@ import {
   createTestNamespace,
   eventually,
   loadKubeConfig,
+  serveLogsFromFile,
   type TestNamespace,
 } from '../helpers/kube.js';
 
@@ -38,6 +39,8 @@ const busybox = clusterVersions()['BUSYBOX_IMAGE'] ?? '';
 const TOKEN = 'console-test-token';
 
 let ns: TestNamespace;
+/** A pod on a kwok node (simulated: no process runs there), which the page must not offer. */
+let kwokNs: TestNamespace;
 let gateway: DemoGateway;
 let executor: RunningExecutor;
 let dir: string;
@@ -121,6 +124,8 @@ beforeAll(async () => {
   await core.createNamespacedPod({ namespace: ns.name, body: realNodePod('console-target') });
   const kube = await serviceAccountIdentity(admin, ns.name, 'executor', true);
   gateway = new DemoGateway({ acceptToken: TOKEN }, { logger: pino({ level: 'silent' }) });
+  // As the demo does: kwok's nodes only simulate pods.
+  gateway.consoles.markSimulatedNodes(TEST_NODE_NAMES);
   const port = await gateway.listen('127.0.0.1', 0);
   executor = await startTestExecutor({
     kube,
@@ -132,6 +137,17 @@ beforeAll(async () => {
     pod: { resume_window_sec: 60 },
   });
   dir = mkdtempSync(join(tmpdir(), 'kubexa-console-e2e-'));
+  kwokNs = await createTestNamespace(admin, 'console-kwok');
+  const kwokLog = join(dir, 'kwok-pod.log');
+  writeFileSync(kwokLog, `${new Date().toISOString()} stdout F a pod on a simulated node\n`);
+  await serveLogsFromFile(admin, { namespace: kwokNs.name, logsFile: kwokLog });
+  await core.createNamespacedPod({
+    namespace: kwokNs.name,
+    body: {
+      metadata: { name: 'simulated', namespace: kwokNs.name },
+      spec: { containers: [{ name: 'app', image: 'simulated' }] },
+    },
+  });
   writeFileSync(
     join(dir, 'config.yaml'),
     [
@@ -147,6 +163,8 @@ beforeAll(async () => {
       '    rules:',
       `      - id: console-target`,
       `        namespace: ${ns.name}`,
+      `      - id: simulated`,
+      `        namespace: ${kwokNs.name}`,
       'observability:',
       '  health_addr: "127.0.0.1:0"',
       '  metrics_addr: "127.0.0.1:0"',
@@ -169,6 +187,7 @@ afterAll(async () => {
   await executor.close();
   await gateway.close();
   await ns.delete();
+  await kwokNs.delete();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -300,6 +319,17 @@ describe('the Consoles view in Chromium', () => {
       await page
         .locator('.console-pod option', { hasText: `${ns.name}/console-target` })
         .waitFor({ state: 'attached', timeout: 60_000 });
+      // A pod on a kwok node is shown, disabled, with the reason; the page explains why.
+      const simulated = page.locator('.console-pod option', {
+        hasText: `${kwokNs.name}/simulated`,
+      });
+      await simulated.waitFor({ state: 'attached', timeout: 60_000 });
+      expect(await simulated.isDisabled()).toBe(true);
+      expect(await simulated.getAttribute('title')).toMatch(/simulated \(kwok\) node/);
+      await expect
+        .poll(async () => page.locator('.console-simulated-note').innerText(), { timeout: 10_000 })
+        .toMatch(/1 pod\(s\) run on simulated \(kwok\) nodes/);
+      await page.screenshot({ path: join(ARTIFACTS, 'console-simulated.png') });
       await page.selectOption('.console-pod', `${ns.name}/console-target`);
       await page.click('.console-open');
       await page.locator('.console-state.state-open').waitFor({ timeout: 30_000 });

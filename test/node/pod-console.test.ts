@@ -18,8 +18,10 @@ import {
   startTestExecutor,
   type RunningExecutor,
 } from '../helpers/console-executor.js';
+import { openPodExec } from '../../executor/sessions/pod-exec-socket.js';
 import {
   ConsoleStreamClient,
+  signConsoleAttach,
   signConsoleOpen,
   type ConsoleTarget,
 } from '../helpers/console-stream.js';
@@ -108,6 +110,52 @@ function realNodePod(name: string): V1Pod {
       ],
     },
   };
+}
+
+/** `ps` in the console pod through a second exec (the admin's), as its text. */
+async function processesInPod(): Promise<string> {
+  let text = '';
+  await new Promise<void>((resolve, reject) => {
+    openPodExec(
+      admin,
+      { namespace: ns.name, pod: 'console-shell', container: 'main', command: ['ps'], tty: false },
+      {
+        onOutput: (_stream, data) => {
+          text += data.toString('utf8');
+        },
+        onEnd: () => {
+          resolve();
+        },
+      },
+    ).catch(reject);
+  });
+  return text;
+}
+
+/** Waits until no process in the console pod runs `command` (e.g. "sleep 1001"). */
+async function expectProcessGone(command: string): Promise<void> {
+  await eventually(
+    `no "${command}" left in the pod`,
+    async () => ((await processesInPod()).includes(command) ? undefined : true),
+    { timeoutMs: 15_000, intervalMs: 250 },
+  );
+}
+
+/** Attach as a collector relays it, with the given signature ('' = none). */
+function attachStream(
+  on: RunningExecutor,
+  sessionId: string,
+  jws: string,
+  resumeAfter = 0,
+): ConsoleStreamClient {
+  const stream = new ConsoleStreamClient(on.client, resumeAfter);
+  stream.send({
+    input: {
+      $case: 'attach',
+      value: { sessionId, resumeAfter: String(resumeAfter), commandSignature: { jws } },
+    },
+  });
+  return stream;
 }
 
 let executorKube: KubeConfig;
@@ -233,10 +281,11 @@ describe('pod consoles through the executor on the real node', () => {
 describe('limits from the executor’s own config', () => {
   it('max_session_sec ends the session with a reason that says so', async () => {
     const short = await startExecutor(executorKube, { max_session_sec: 2 });
-    const shell = open(short, pod(), { command: ['sleep', '60'] });
+    const shell = open(short, pod(), { command: ['sleep', '1002'] });
     await shell.until('exit', () => shell.exit !== undefined, 30_000);
     expect(shell.exit?.reason).toBe(ConsoleEndReason.CONSOLE_END_REASON_MAX_SESSION_TIME);
     expect(shell.exit?.message).toMatch(/max_session_sec/);
+    await expectProcessGone('sleep 1002');
   });
 
   it('the max_sessions + 1-th open is refused as LIMIT_REACHED', async () => {
@@ -333,8 +382,12 @@ describe('resume: a session outlives its stream for the resume window', () => {
     const before = shell.output();
     shell.cut();
     await new Promise((resolve) => setTimeout(resolve, 800));
-    const resumed = new ConsoleStreamClient(executor.client, held);
-    resumed.send({ input: { $case: 'attach', value: { sessionId, resumeAfter: String(held) } } });
+    const resumed = attachStream(
+      executor,
+      sessionId,
+      signConsoleAttach(SIGNER, sessionId, { ...pod(), container: 'main' }),
+      held,
+    );
     await resumed.until('exit', () => resumed.exit !== undefined);
     const all = before + resumed.output();
     const lines = all.trim().split('\n');
@@ -344,8 +397,9 @@ describe('resume: a session outlives its stream for the resume window', () => {
 
   it('after the window the session is gone and the reason says so', async () => {
     const quick = await startExecutor(executorKube, { resume_window_sec: 1 });
-    const shell = open(quick, pod(), { command: ['sleep', '60'] });
+    const shell = open(quick, pod(), { command: ['sleep', '1003'] });
     await shell.until('opened', () => shell.opened !== undefined);
+    expect(await processesInPod()).toContain('sleep 1003');
     const sessionId = shell.opened?.sessionId ?? '';
     shell.cut();
     await eventually(
@@ -353,10 +407,105 @@ describe('resume: a session outlives its stream for the resume window', () => {
       () => Promise.resolve(quick.sessions.running() === 0 ? true : undefined),
       { timeoutMs: 20_000 },
     );
-    const late = new ConsoleStreamClient(quick.client);
-    late.send({ input: { $case: 'attach', value: { sessionId, resumeAfter: '0' } } });
+    const late = attachStream(
+      quick,
+      sessionId,
+      signConsoleAttach(SIGNER, sessionId, { ...pod(), container: 'main' }),
+    );
     await late.until('refusal', () => late.refusal !== undefined);
     expect(late.refusal?.code).toBe(RefusalCode.REFUSAL_CODE_RESUME_EXPIRED);
     expect(late.refusal?.reason).toMatch(/resume window/);
+    // The process without a TTY ended with the session, not only its connection.
+    await expectProcessGone('sleep 1003');
+  });
+});
+
+describe('a re-attach needs a fresh signed command (straight to the socket)', () => {
+  it('refuses an unsigned, expired, replayed or other-session attach; a fresh one re-attaches', async () => {
+    const target = { ...pod(), container: 'main' };
+    const first = open(executor, pod(), { command: ['sleep', '1005'] });
+    const other = open(executor, pod(), { command: ['sleep', '1006'] });
+    await first.until('opened', () => first.opened !== undefined);
+    await other.until('opened', () => other.opened !== undefined);
+    const sessionId = first.opened?.sessionId ?? '';
+    const otherId = other.opened?.sessionId ?? '';
+    first.cut();
+    const refusedWith = async (jws: string) => {
+      const stream = attachStream(executor, sessionId, jws);
+      await stream.until('refusal', () => stream.refusal !== undefined);
+      expect(stream.opened).toBeUndefined();
+      return stream.refusal?.code;
+    };
+    // The session id alone, as a compromised collector that saw it would try.
+    expect(await refusedWith('')).toBe(RefusalCode.REFUSAL_CODE_SIGNATURE_INVALID);
+    expect(
+      await refusedWith(signConsoleAttach(SIGNER, sessionId, target, { issuedAgoSec: 120 })),
+    ).toBe(RefusalCode.REFUSAL_CODE_SIGNATURE_EXPIRED);
+    // A valid attach signed for the other session.
+    expect(await refusedWith(signConsoleAttach(SIGNER, otherId, target))).toBe(
+      RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH,
+    );
+    // An open's signature for the same target is not an attach.
+    expect(await refusedWith(signConsoleOpen(SIGNER, 'req-open-as-attach', target))).toBe(
+      RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH,
+    );
+    // Signed for the session, but for someone else than the principal it was opened for.
+    expect(
+      await refusedWith(
+        signConsoleAttach(SIGNER, sessionId, target, { principal: 'mallory@example.com' }),
+      ),
+    ).toBe(RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH);
+    // A signature from a key the executor does not hold.
+    const stranger = { key: generateCommandKeyPair(), keyId: KEY_ID };
+    expect(await refusedWith(signConsoleAttach(stranger, sessionId, target))).toBe(
+      RefusalCode.REFUSAL_CODE_SIGNATURE_INVALID,
+    );
+    // Refused attaches are audited and leave the session running.
+    expect(
+      executor
+        .auditLines()
+        .filter((line) => (line['audit'] as { sessionId?: string }).sessionId === sessionId)
+        .filter((line) => (line['audit'] as { event?: string }).event === 'refusal').length,
+    ).toBeGreaterThanOrEqual(6);
+    const jws = signConsoleAttach(SIGNER, sessionId, target);
+    const resumed = attachStream(executor, sessionId, jws);
+    await resumed.until('opened', () => resumed.opened !== undefined);
+    expect(resumed.opened?.sessionId).toBe(sessionId);
+    resumed.cut();
+    // The same signature again: replayed.
+    expect(await refusedWith(jws)).toBe(RefusalCode.REFUSAL_CODE_SIGNATURE_REPLAYED);
+    const again = attachStream(executor, sessionId, signConsoleAttach(SIGNER, sessionId, target));
+    await again.until('opened', () => again.opened !== undefined);
+    again.send({ input: { $case: 'close', value: { reason: 'done' } } });
+    other.send({ input: { $case: 'close', value: { reason: 'done' } } });
+    await again.until('exit', () => again.exit !== undefined);
+    await other.until('exit', () => other.exit !== undefined);
+  });
+});
+
+describe('ending a session ends its process without a TTY', () => {
+  it('close: the command and its children are gone from the container (checked with ps)', async () => {
+    const plain = open(executor, pod(), { command: ['sleep', '1001'] });
+    // A shell that forks its child: the child carries the marker too.
+    const forked = open(executor, pod(), { command: ['sh', '-c', 'sleep 1004; echo never'] });
+    await plain.until('opened', () => plain.opened !== undefined);
+    await forked.until('opened', () => forked.opened !== undefined);
+    await eventually(
+      'both processes running',
+      async () => {
+        const ps = await processesInPod();
+        return ps.includes('sleep 1001') && ps.includes('sleep 1004') ? true : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 200 },
+    );
+    for (const stream of [plain, forked]) {
+      stream.send({ input: { $case: 'close', value: { reason: 'closed by the test' } } });
+    }
+    await plain.until('exit', () => plain.exit !== undefined);
+    await forked.until('exit', () => forked.exit !== undefined);
+    expect(plain.exit?.reason).toBe(ConsoleEndReason.CONSOLE_END_REASON_CLOSED);
+    await expectProcessGone('sleep 1001');
+    await expectProcessGone('sleep 1004');
+    expect(forked.output()).not.toContain('never');
   });
 });

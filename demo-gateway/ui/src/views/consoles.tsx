@@ -11,6 +11,9 @@ interface Target {
   readonly namespace: string;
   readonly pod: string;
   readonly containers: string[];
+  readonly node: string;
+  /** Why no console can open there (a simulated kwok node); absent when one can. */
+  readonly unavailable?: string;
 }
 
 interface ConsoleViewState {
@@ -113,6 +116,9 @@ function Status({ state }: { state: ConsoleViewState | undefined }) {
     return (
       <p class="console-refusal" role="alert">
         refused <code class="refusal-code">{state.refusal.code}</code>: {state.refusal.reason}
+        {state.refusal.code === 'EXEC_FAILED'
+          ? ' (on a simulated kwok node no process runs: pick a pod on a real node)'
+          : ''}
       </p>
     );
   }
@@ -183,14 +189,21 @@ function Picker(props: {
         Pod{' '}
         <select
           class="console-pod"
-          value={props.choice}
+          value={selected === undefined ? '' : `${selected.namespace}/${selected.pod}`}
           onChange={(e) => {
             props.onChoice((e.target as HTMLSelectElement).value);
           }}
         >
           {props.targets.map((t) => (
-            <option key={`${t.namespace}/${t.pod}`} value={`${t.namespace}/${t.pod}`}>
+            <option
+              key={`${t.namespace}/${t.pod}`}
+              value={`${t.namespace}/${t.pod}`}
+              disabled={t.unavailable !== undefined}
+              title={t.unavailable ?? `on node ${t.node || '?'}`}
+              class={t.unavailable === undefined ? 'console-target' : 'console-target-simulated'}
+            >
               {t.namespace}/{t.pod}
+              {t.unavailable === undefined ? '' : ' (simulated node: no console)'}
             </option>
           ))}
         </select>
@@ -214,7 +227,8 @@ function Picker(props: {
       <button
         class="console-open"
         type="button"
-        disabled={selected === undefined}
+        disabled={selected === undefined || selected.unavailable !== undefined}
+        title={selected?.unavailable}
         onClick={props.onOpen}
       >
         Open console
@@ -228,9 +242,29 @@ function Picker(props: {
   );
 }
 
-/** The chosen target, or the first one offered. */
+/** The chosen target, or the first one a console can open on (else the first offered). */
 function pick(targets: Target[], choice: string): Target | undefined {
-  return targets.find((t) => `${t.namespace}/${t.pod}` === choice) ?? targets[0];
+  return (
+    targets.find((t) => `${t.namespace}/${t.pod}` === choice) ??
+    targets.find((t) => t.unavailable === undefined) ??
+    targets[0]
+  );
+}
+
+/** Says why some pods are not offered: kwok's simulated nodes run no process to exec into. */
+function SimulatedNote({ targets }: { targets: Target[] }) {
+  const simulated = targets.filter((t) => t.unavailable !== undefined);
+  if (simulated.length === 0) return null;
+  const real = targets.length - simulated.length;
+  return (
+    <p class="muted console-simulated-note">
+      {simulated.length} pod(s) run on simulated (kwok) nodes, where no container process exists: a
+      console cannot open there and they are shown disabled.{' '}
+      {real > 0
+        ? `${real} pod(s) on a real node can open one.`
+        : 'No pod on a real node has reported logs yet.'}
+    </p>
+  );
 }
 
 export function ConsolesView({ reachable }: ViewProps) {
@@ -310,6 +344,7 @@ export function ConsolesView({ reachable }: ViewProps) {
         closable={current !== undefined && state?.state === 'open'}
         onClose={() => void post(`/api/consoles/${current ?? ''}/input`, { close: true })}
       />
+      <SimulatedNote targets={targets} />
       {error ? <p class="console-error">{error}</p> : null}
       <Status state={state} />
       {current !== undefined ? (

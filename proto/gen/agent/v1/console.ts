@@ -54,6 +54,13 @@ export interface ConsoleAttachRequest {
   sessionId: string;
   /** resume_after is the last output sequence number the gateway holds. */
   resumeAfter: string;
+  /**
+   * signed_command is a fresh platform signature for this attach (compact JWS, permission
+   * cluster:node_console, verb console_attach, the session's target and principal, and the claim
+   * session_id = this session_id), relayed to the executor untouched. Every attach needs its own:
+   * a session id alone never re-attaches (docs/consoles.md).
+   */
+  signedCommand: string;
 }
 
 /**
@@ -362,7 +369,7 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
 };
 
 function createBaseConsoleAttachRequest(): ConsoleAttachRequest {
-  return { requestId: "", sessionId: "", resumeAfter: "0" };
+  return { requestId: "", sessionId: "", resumeAfter: "0", signedCommand: "" };
 }
 
 export const ConsoleAttachRequest: MessageFns<ConsoleAttachRequest> = {
@@ -375,6 +382,9 @@ export const ConsoleAttachRequest: MessageFns<ConsoleAttachRequest> = {
     }
     if (message.resumeAfter !== "0") {
       writer.uint32(24).uint64(message.resumeAfter);
+    }
+    if (message.signedCommand !== "") {
+      writer.uint32(34).string(message.signedCommand);
     }
     return writer;
   },
@@ -416,6 +426,14 @@ export const ConsoleAttachRequest: MessageFns<ConsoleAttachRequest> = {
             message.resumeAfter = reader.uint64().toString();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.signedCommand = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -445,6 +463,11 @@ export const ConsoleAttachRequest: MessageFns<ConsoleAttachRequest> = {
         : isSet(object.resume_after)
         ? globalThis.String(object.resume_after)
         : "0",
+      signedCommand: isSet(object.signedCommand)
+        ? globalThis.String(object.signedCommand)
+        : isSet(object.signed_command)
+        ? globalThis.String(object.signed_command)
+        : "",
     };
   },
 
@@ -459,6 +482,9 @@ export const ConsoleAttachRequest: MessageFns<ConsoleAttachRequest> = {
     if (message.resumeAfter !== "0") {
       obj.resumeAfter = message.resumeAfter;
     }
+    if (message.signedCommand !== "") {
+      obj.signedCommand = message.signedCommand;
+    }
     return obj;
   },
 
@@ -470,6 +496,7 @@ export const ConsoleAttachRequest: MessageFns<ConsoleAttachRequest> = {
     message.requestId = object.requestId ?? "";
     message.sessionId = object.sessionId ?? "";
     message.resumeAfter = object.resumeAfter ?? "0";
+    message.signedCommand = object.signedCommand ?? "";
     return message;
   },
 };

@@ -205,6 +205,12 @@ export interface ConsoleAttach {
   sessionId: string;
   /** resume_after is the last output sequence number the far end holds (0: none). */
   resumeAfter: string;
+  /**
+   * command_signature is the platform's signed command for this attach (verb console_attach,
+   * the session's target and principal, claim session_id = session_id), relayed untouched; it is
+   * verified like an open's (key, lifetime, nonce), so an attach can be neither forged nor replayed.
+   */
+  commandSignature?: SignedCommand | undefined;
 }
 
 export interface TerminalSize {
@@ -635,7 +641,7 @@ export const ConsoleOpen: MessageFns<ConsoleOpen> = {
 };
 
 function createBaseConsoleAttach(): ConsoleAttach {
-  return { sessionId: "", resumeAfter: "0" };
+  return { sessionId: "", resumeAfter: "0", commandSignature: undefined };
 }
 
 export const ConsoleAttach: MessageFns<ConsoleAttach> = {
@@ -645,6 +651,9 @@ export const ConsoleAttach: MessageFns<ConsoleAttach> = {
     }
     if (message.resumeAfter !== "0") {
       writer.uint32(16).uint64(message.resumeAfter);
+    }
+    if (message.commandSignature !== undefined) {
+      SignedCommand.encode(message.commandSignature, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -678,6 +687,14 @@ export const ConsoleAttach: MessageFns<ConsoleAttach> = {
             message.resumeAfter = reader.uint64().toString();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.commandSignature = SignedCommand.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -702,6 +719,11 @@ export const ConsoleAttach: MessageFns<ConsoleAttach> = {
         : isSet(object.resume_after)
         ? globalThis.String(object.resume_after)
         : "0",
+      commandSignature: isSet(object.commandSignature)
+        ? SignedCommand.fromJSON(object.commandSignature)
+        : isSet(object.command_signature)
+        ? SignedCommand.fromJSON(object.command_signature)
+        : undefined,
     };
   },
 
@@ -713,6 +735,9 @@ export const ConsoleAttach: MessageFns<ConsoleAttach> = {
     if (message.resumeAfter !== "0") {
       obj.resumeAfter = message.resumeAfter;
     }
+    if (message.commandSignature !== undefined) {
+      obj.commandSignature = SignedCommand.toJSON(message.commandSignature);
+    }
     return obj;
   },
 
@@ -723,6 +748,9 @@ export const ConsoleAttach: MessageFns<ConsoleAttach> = {
     const message = createBaseConsoleAttach();
     message.sessionId = object.sessionId ?? "";
     message.resumeAfter = object.resumeAfter ?? "0";
+    message.commandSignature = (object.commandSignature !== undefined && object.commandSignature !== null)
+      ? SignedCommand.fromPartial(object.commandSignature)
+      : undefined;
     return message;
   },
 };

@@ -1,0 +1,111 @@
+// Ending a console's process when it has no TTY. Closing the exec connection does not end it
+// (client-node #2532, anchors D.2): a TTY's shell gets its hang-up when the runtime closes the
+// terminal, but a non-TTY `sleep 1000` keeps running in the container after the session is gone.
+//
+// So a non-TTY command runs under `/bin/sh -c` that puts a random marker into its environment and
+// execs the command (same PID, nothing else changes: argv, stdio, exit status). Every descendant
+// inherits the marker. Ending the session runs a second exec in the same container that finds the
+// processes whose /proc/<pid>/environ holds the marker, sends them SIGTERM, and SIGKILL to those
+// still there after a grace period. The marker is 128 random bits, so only this session's
+// processes match; no file is written, so a read-only root filesystem is fine.
+//
+// A container without /bin/sh (distroless) cannot run the wrapper or the second exec: its command
+// runs unwrapped, and closing stdin and the connection is all that can be done (docs/consoles.md).
+import { randomBytes } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { openPodExec, type PodExecTarget } from './pod-exec-socket.js';
+
+/** The environment variable that marks a console's processes. */
+export const CONSOLE_MARKER_ENV = 'KUBEXA_CONSOLE_SESSION';
+const SHELL = '/bin/sh';
+/** SIGTERM first; SIGKILL after this long. */
+const TERM_GRACE_SEC = 2;
+/** The second exec itself is bounded: it never holds a session open. */
+const KILL_EXEC_TIMEOUT_MS = 15_000;
+
+export interface MarkedCommand {
+  readonly marker: string;
+  /** The argv to exec: the wrapper around the command. */
+  readonly argv: readonly string[];
+}
+
+/** The command wrapped so that it and its descendants carry a fresh marker. */
+export function markCommand(command: readonly string[]): MarkedCommand {
+  const marker = randomBytes(16).toString('hex');
+  return {
+    marker,
+    argv: [
+      SHELL,
+      '-c',
+      `${CONSOLE_MARKER_ENV}=${marker}; export ${CONSOLE_MARKER_ENV}; exec "$@"`,
+      'sh',
+      ...command,
+    ],
+  };
+}
+
+/** The script the second exec runs: TERM every marked process, then KILL the ones left. */
+export function killScript(marker: string): string {
+  if (!/^[0-9a-f]{32}$/.test(marker)) throw new Error('a console marker is 32 hex digits');
+  const find =
+    'pids=; for d in /proc/[0-9]*; do ' +
+    `grep -q "${CONSOLE_MARKER_ENV}=${marker}" "$d/environ" 2>/dev/null && pids="$pids \${d#/proc/}"; ` +
+    'done';
+  return [
+    find,
+    '[ -z "$pids" ] && exit 0',
+    'kill -TERM $pids 2>/dev/null',
+    `i=0; while [ $i -lt ${TERM_GRACE_SEC * 10} ]; do alive=; for p in $pids; do kill -0 $p 2>/dev/null && alive=1; done; [ -z "$alive" ] && exit 0; sleep 0.1; i=$((i+1)); done`,
+    'kill -KILL $pids 2>/dev/null',
+    'exit 0',
+  ].join('\n');
+}
+
+type Target = Omit<PodExecTarget, 'command' | 'tty'>;
+
+/** Runs a short command in the container; resolves with its exit code (-1: none). */
+async function runOnce(kube: KubeConfig, target: Target, command: string[]): Promise<number> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => {
+    controller.abort();
+  }, KILL_EXEC_TIMEOUT_MS);
+  try {
+    return await new Promise<number>((resolve, reject) => {
+      openPodExec(
+        kube,
+        { ...target, command, tty: false },
+        {
+          onOutput: () => undefined,
+          onEnd: (end) => {
+            resolve(end.statusReceived ? end.exitCode : -1);
+          },
+        },
+        { signal: controller.signal },
+      )
+        .then((exec) => {
+          // Nothing to read from stdin: a shell that waits for it must not.
+          exec.closeStdin();
+          controller.signal.addEventListener('abort', () => {
+            exec.close();
+          });
+        })
+        .catch(reject);
+    });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Whether the container has /bin/sh to run the wrapper and the second exec. */
+export async function hasShell(kube: KubeConfig, target: Target): Promise<boolean> {
+  try {
+    return (await runOnce(kube, target, [SHELL, '-c', 'exit 0'])) === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Ends the marked processes in the container (TERM, then KILL); resolves when the exec is done. */
+export async function killMarked(kube: KubeConfig, target: Target, marker: string): Promise<void> {
+  await runOnce(kube, target, [SHELL, '-c', killScript(marker)]);
+}
