@@ -39,6 +39,9 @@ import { kubePodLogAccess } from './sources/pod-logs/kube-access.js';
 import { createPodLogSource, type PodLogSource } from './sources/pod-logs/pod-log-source.js';
 import { createLiveQuery } from './query/query-service.js';
 import { createCapabilityCatalog } from './catalog/capability-catalog.js';
+import type { ExecutorWriteFeatures } from './executor-client/executor-features.js';
+import type { NodeJobHandler } from './gateway/session.js';
+import { createNodeJobRouter, noExecutorHandler } from './executor-client/node-job-router.js';
 import { createExecutorClient, type ExecutorClient } from './executor-client/executor-client.js';
 import type { Source } from './sources/source.js';
 import { wireMetricsSource } from './sources/metrics/wiring.js';
@@ -94,6 +97,13 @@ export interface CollectorDeps {
    * exec.pod on (main.ts asks it at start). Absent: not advertised, requests ignored.
    */
   readonly consoles?: { readonly executorSocket: string };
+  /**
+   * Node jobs and mutations the executor's gates allow (main.ts asks it at start): advertised as
+   * node_jobs / mutations. Requests are relayed to `executorSocket` whatever these say (the
+   * executor refuses, with an audit record); without an executor they are answered
+   * EXECUTOR_UNAVAILABLE.
+   */
+  readonly writeFeatures?: ExecutorWriteFeatures;
   readonly streamTuning?: Pick<
     GatewayStreamOptions,
     'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
@@ -257,6 +267,8 @@ export function createCollector(
           },
         });
 
+  const writes = nodeJobWiring(deps, logger, buffer);
+
   const stream = new GatewayStream(
     {
       address: gateway.address,
@@ -287,6 +299,7 @@ export function createCollector(
           query: true,
           catalog: true,
           podConsoles: consoleRelay !== undefined,
+          ...writes.capabilities,
         },
       },
       ...deps.streamTuning,
@@ -300,6 +313,7 @@ export function createCollector(
       quarantinedItems: () => buffer.stats().quarantined,
       // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
       ...(consoleRelay === undefined ? {} : { consoleHandler: consoleRelay.handle }),
+      nodeJobHandler: writes.handler,
       onConfigUpdate: (update) => {
         // Demand watchers: only an update that carries watchers reconciles them.
         const demand = demandRefs(update);
@@ -361,6 +375,8 @@ export function createCollector(
     bufferService,
     liveQuery.service,
     stream,
+    // Closed before the stream: running jobs are cancelled and their audit records buffered.
+    ...writes.services,
     ...sources,
     // Closed after the catalog, the one thing that calls it.
     {
@@ -397,6 +413,45 @@ export function advertisedCapabilities(running: {
     profiles: running.profiles === true,
     podLifecycleEvents: running.podLifecycleEvents === true,
     kubeEvents: running.kubeEvents === true,
+  };
+}
+
+/**
+ * Node jobs and mutations: relayed to the executor when the chart deployed one (it decides),
+ * advertised only when its gates are on, answered EXECUTOR_UNAVAILABLE without one.
+ */
+function nodeJobWiring(
+  deps: CollectorDeps,
+  logger: Logger,
+  buffer: DurableBuffer,
+): {
+  readonly capabilities: { readonly nodeJobs: boolean; readonly mutations: boolean };
+  readonly handler: NodeJobHandler;
+  readonly services: readonly Service[];
+} {
+  const socketPath = deps.executorSocket;
+  if (socketPath === undefined || socketPath === '') {
+    return {
+      capabilities: { nodeJobs: false, mutations: false },
+      handler: noExecutorHandler,
+      services: [],
+    };
+  }
+  const router = createNodeJobRouter({
+    socketPath,
+    logger,
+    // Audit records are durable items the overflow policy never drops.
+    enqueue: (item) => {
+      buffer.enqueue(item);
+    },
+  });
+  return {
+    capabilities: {
+      nodeJobs: deps.writeFeatures?.nodeJobs === true,
+      mutations: deps.writeFeatures?.mutations === true,
+    },
+    handler: router.handle,
+    services: [router.service],
   };
 }
 

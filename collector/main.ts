@@ -15,6 +15,7 @@ import { createLogger } from '../shared/logging/create-logger.js';
 import { AGENT_VERSION } from '../shared/version.js';
 import { Gate } from '../proto/index.js';
 import { resolveAgentId } from './agent-id.js';
+import { askExecutorWriteFeatures } from './executor-client/executor-features.js';
 import { createExecutorClient } from './executor-client/executor-client.js';
 import { createCollector, describeKubeError, readClusterId } from './collector.js';
 
@@ -149,6 +150,11 @@ async function main(): Promise<void> {
   );
 
   const consoles = await consoleRelayTarget(logger);
+  const executorSocket = process.env['KUBEXA_EXECUTOR_SOCKET'];
+  const writeFeatures =
+    executorSocket === undefined || executorSocket === ''
+      ? undefined
+      : await askExecutorWriteFeatures(executorSocket, logger);
   const collector = createCollector(
     config,
     { clusterId, agentId: agent.agentId },
@@ -157,6 +163,7 @@ async function main(): Promise<void> {
       kube,
       executorSocket: process.env['KUBEXA_EXECUTOR_SOCKET'],
       ...(consoles === undefined ? {} : { consoles }),
+      ...(writeFeatures === undefined ? {} : { writeFeatures }),
     },
   );
   const stop = new AbortController();

@@ -116,6 +116,9 @@ export class AgentConnection {
   #handshaken = false;
   /** The agent advertised pod_consoles: only then is it sent console requests. */
   podConsoles = false;
+  /** The agent advertised node_jobs / mutations: only then is it sent those requests. */
+  nodeJobs = false;
+  mutations = false;
   #pendingAcks: string[] = [];
   #ackScheduled = false;
   readonly #queries = new Map<
@@ -313,6 +316,7 @@ export class AgentConnection {
     }
     const request = payload.value;
     this.podConsoles = advertisesConsoles(request);
+    this.#adoptWriteCapabilities(request);
     const header = this.#call.metadata.get('x-tenant-token')[0]?.toString() ?? '';
     const token = request.tenantToken === '' ? header : request.tenantToken;
     this.#update(identityOf(message, request, this.#info.agentId));
@@ -371,6 +375,12 @@ export class AgentConnection {
       'agent connected',
     );
     this.#hooks.onSession(this);
+  }
+
+  /** node_jobs and mutations as the handshake advertised them (absent in a Go agent's: false). */
+  #adoptWriteCapabilities(request: HandshakeRequest): void {
+    this.nodeJobs = request.caps?.nodeJobs === true;
+    this.mutations = request.caps?.mutations === true;
   }
 
   #refusal(

@@ -1,5 +1,6 @@
 import { createCommandSigner, type CommandSigner } from './command-signer.js';
 import { ConsoleHub } from './console-hub.js';
+import { NodeJobHub } from './node-job-hub.js';
 import { EventEmitter } from 'node:events';
 import { Server, ServerCredentials, status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -52,6 +53,8 @@ export class DemoGateway {
   /** Signs privileged requests; its public key goes into the executor's command_keys. */
   readonly commandSigner: CommandSigner = createCommandSigner();
   readonly consoles: ConsoleHub;
+  /** Node jobs and mutations, signed like console opens (node-job-hub.ts). */
+  readonly nodeJobs: NodeJobHub;
   readonly events = new EventEmitter<DemoGatewayEvents>();
   readonly #options: DemoGatewayOptions;
   readonly #logger: Logger;
@@ -77,6 +80,16 @@ export class DemoGateway {
     this.events.on('message', (message) => {
       if (message.payload?.$case === 'auditRecord')
         this.consoles.recordAudit(message.payload.value);
+    });
+    this.nodeJobs = new NodeJobHub(this.commandSigner, (sessionId, payload) => {
+      const connection = this.#connections.get(sessionId);
+      // An agent that did not advertise node_jobs / mutations is never sent those requests.
+      const advertised =
+        payload.$case === 'mutationRequest' ? connection?.mutations : connection?.nodeJobs;
+      return advertised === true && connection?.send(payload) === true;
+    });
+    this.events.on('message', (message) => {
+      if (message.payload !== undefined) this.nodeJobs.onAgentMessage(message.payload);
     });
     const impl: AgentServiceServer = {
       connect: (call) => {
@@ -131,6 +144,13 @@ export class DemoGateway {
   consoleAgents(): string[] {
     return this.sessions()
       .filter((s) => s.state === 'connected' && this.#connections.get(s.sessionId)?.podConsoles)
+      .map((s) => s.sessionId);
+  }
+
+  /** Connected agent sessions whose agent advertised node jobs, newest first. */
+  nodeJobAgents(): string[] {
+    return this.sessions()
+      .filter((s) => s.state === 'connected' && this.#connections.get(s.sessionId)?.nodeJobs)
       .map((s) => s.sessionId);
   }
 

@@ -17,6 +17,11 @@ export async function startDemoExecutor(options: {
   readonly workdir: string;
   readonly kubeconfigPath: string;
   readonly commandKey: { readonly id: string; readonly publicKeyPem: string };
+  /**
+   * Node jobs (cordon, uncordon, drain) on every node: only on the demo's own local cluster, never
+   * on a cluster reached with --current-context.
+   */
+  readonly nodeJobs?: boolean;
 }): Promise<DemoExecutor> {
   const socketPath = join(options.workdir, 'executor', 'executor.sock');
   const configPath = join(options.workdir, 'executor.yaml');
@@ -31,6 +36,18 @@ export async function startDemoExecutor(options: {
           resume_window_sec: 60,
         },
       },
+      ...(options.nodeJobs === true
+        ? {
+            mutate: {
+              node: {
+                enabled: true,
+                nodes: ['*'],
+                verbs: ['cordon', 'uncordon', 'drain'],
+                max_timeout_sec: 300,
+              },
+            },
+          }
+        : {}),
       security: {
         command_keys: [{ id: options.commandKey.id, public_key: options.commandKey.publicKeyPem }],
       },

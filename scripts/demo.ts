@@ -188,6 +188,10 @@ function collectorConfig(ports: CollectorPorts, spillDir: string): string {
     `  metrics_addr: "${HOST}:${ports.metrics}"`,
     'log:',
     '  level: info',
+    // The Nodes view reads nodes and pods through the agent; the rest is the default state list.
+    'query:',
+    '  rules:',
+    '    - {id: demo-nodes-view, resources: [nodes, pods, services, secrets, deployments]}',
     '',
   ].join('\n');
 }
@@ -304,6 +308,8 @@ async function main(): Promise<void> {
       id: gateway.commandSigner.keyId,
       publicKeyPem: gateway.commandSigner.publicKeyPem,
     },
+    // The Nodes view's cordon, uncordon and drain: the local cluster's kwok nodes only.
+    nodeJobs: cluster.local,
   });
   cleanups.push({
     what: 'executor',

@@ -43,10 +43,14 @@ const PATCH_TYPES: Readonly<Record<string, PatchType>> = {
   apply: PatchType.PATCH_TYPE_APPLY,
 };
 
+/**
+ * The wire's refusal code: the executor's RefusalCode name without its prefix
+ * ("GATE_DISABLED"), the same words console refusals and audit records use.
+ */
 const codeName = (code: RefusalCode | undefined) =>
   code === undefined || code === RefusalCode.REFUSAL_CODE_UNSPECIFIED
     ? ''
-    : refusalCodeToJSON(code);
+    : refusalCodeToJSON(code).replace(/^REFUSAL_CODE_/, '');
 
 /** The executor's audit record as the gateway's AuditRecord. */
 export function toAuditRecord(audit: ExecutorAudit): AuditRecord {

@@ -304,6 +304,7 @@ export class GatewayStream implements Service, AsyncDisposable {
         onConfigUpdate: this.#deps.onConfigUpdate,
         queryHandler: this.#deps.queryHandler ?? notSupportedQueryHandler,
         consoleHandler: this.#deps.consoleHandler,
+        nodeJobHandler: this.#deps.nodeJobHandler,
         onReady: ({ sessionId, deliveryAcks }) => {
           this.#sessionId = sessionId;
           this.#deliveryAcks = deliveryAcks;

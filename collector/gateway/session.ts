@@ -80,6 +80,8 @@ export interface SessionContext {
   readonly onHeartbeat?: () => void;
   /** Console requests (console_open, console_attach); absent: the agent does not do consoles. */
   readonly consoleHandler?: ConsoleHandler | undefined;
+  /** Node jobs and mutations (node_job_request, node_job_cancel, mutation_request). */
+  readonly nodeJobHandler?: NodeJobHandler | undefined;
 }
 
 /** A console request from the gateway, and how to dial that console's own call. */
@@ -102,10 +104,25 @@ function isConsoleRequest(
   return payload.$case === 'consoleOpen' || payload.$case === 'consoleAttach';
 }
 
-type NodeJobRequestPayload = Extract<
+export type NodeJobRequestPayload = Extract<
   NonNullable<GatewayMessage['payload']>,
   { $case: 'nodeJobRequest' | 'nodeJobCancel' | 'mutationRequest' }
 >;
+
+/** What answers a node job or mutation request on the session that asked. */
+export type NodeJobAnswer = Extract<
+  NonNullable<AgentMessage['payload']>,
+  { $case: 'nodeJobEvent' | 'mutationResult' }
+>;
+
+/**
+ * A node job or mutation request, and how to answer it: `answer` writes on the asking session's
+ * own call (never buffered) and returns false once that session has ended.
+ */
+export type NodeJobHandler = (
+  request: NodeJobRequestPayload,
+  answer: (payload: NodeJobAnswer) => boolean,
+) => void;
 
 const PRIVILEGED_CASES: ReadonlySet<string> = new Set([
   'consoleOpen',
@@ -373,12 +390,31 @@ export class Session {
       this.#onConsole(payload);
       return;
     }
-    // Not advertised (node_jobs and mutations are false): the relay to the executor exists
-    // (executor-client/node-job-relay.ts) but this version does not route to it yet.
-    this.#ctx.logger.warn(
-      { kind: payload.$case },
-      'node job or mutation request ignored: not relayed by this agent version',
-    );
+    const handler = this.#ctx.nodeJobHandler;
+    if (handler === undefined) {
+      this.#ctx.logger.warn(
+        { kind: payload.$case },
+        'node job or mutation request ignored: no executor relay in this process',
+      );
+      return;
+    }
+    // The handler returns at once: a job's progress arrives later, so a slow drain never holds
+    // up the next gateway message.
+    handler(payload, (answer) => this.#answerDirect(answer));
+  }
+
+  /**
+   * Writes the answer to this session's own request straight on the call, beside the drain: it
+   * waits behind no buffered item, only behind writes already handed to the call. False once the
+   * session has ended: an answer never goes to another session (docs/gateway.md, "Node jobs and
+   * mutations"); the durable audit record carries the outcome instead.
+   */
+  #answerDirect(payload: NodeJobAnswer): boolean {
+    if (this.#ended || this.#call === undefined) return false;
+    const message: AgentMessage = { messageId: randomUUID(), payload };
+    // A write that fails has lost its session; the session's own end handling reports that.
+    this.#write(AgentMessage.encode(message).finish()).catch(() => undefined);
+    return true;
   }
 
   #onConsole(

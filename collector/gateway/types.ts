@@ -1,4 +1,4 @@
-import type { ConsoleHandler } from './session.js';
+import type { ConsoleHandler, NodeJobHandler } from './session.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
 import type { BufferItem, BufferStats, DropReason, QuarantineReason } from '../buffer/types.js';
@@ -66,4 +66,6 @@ export interface GatewayStreamDeps {
   readonly queryHandler?: QueryHandler;
   /** Console requests (collector/consoles); absent: console requests are ignored and logged. */
   readonly consoleHandler?: ConsoleHandler;
+  /** Node jobs and mutations (collector/executor-client); absent: ignored and logged. */
+  readonly nodeJobHandler?: NodeJobHandler;
 }

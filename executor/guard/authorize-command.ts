@@ -20,6 +20,11 @@ export type AuthorizationDecision =
       readonly accepted: false;
       readonly code: AuthorizationRefusalCode;
       readonly reason: string;
+      /**
+       * The verified principal when the signature verified and a later check refused (the
+       * gate); '' when the signature did not verify. Audit records name who was refused.
+       */
+      readonly principal: string;
     };
 
 const NODE_JOB_VERBS = new Set(['cordon', 'uncordon', 'drain']);
@@ -63,6 +68,7 @@ export function createCommandGuard(
           accepted: false,
           code: 'INVALID_REQUEST',
           reason: `verb "${request.verb}" does not apply to a target of kind "${request.target.kind}"`,
+          principal: '',
         };
       }
       if (needed.permission !== request.permission) {
@@ -70,17 +76,21 @@ export function createCommandGuard(
           accepted: false,
           code: 'INVALID_REQUEST',
           reason: `verb "${request.verb}" needs the platform permission ${needed.permission}`,
+          principal: '',
         };
       }
       // The signature is checked before the gate, so an unsigned probe learns nothing about
-      // which gates are on.
+      // which gates are on, and a refusal for a closed gate names who asked.
       const verdict = verifier.verify(jws, request);
-      if (!verdict.ok) return { accepted: false, code: verdict.code, reason: verdict.reason };
+      if (!verdict.ok) {
+        return { accepted: false, code: verdict.code, reason: verdict.reason, principal: '' };
+      }
       if (!enabledGates.has(needed.gate)) {
         return {
           accepted: false,
           code: 'GATE_DISABLED',
           reason: `the ${needed.gate} gate is off in the executor's configuration`,
+          principal: verdict.claims.principal,
         };
       }
       return { accepted: true, principal: verdict.claims.principal, gate: needed.gate };

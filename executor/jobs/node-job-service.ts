@@ -138,7 +138,10 @@ function admit(
     verb: request.verb,
   });
   if (!decision.accepted) {
-    return { principal: '', refused: refusal(refusalCodeOf(decision.code), decision.reason) };
+    return {
+      principal: decision.principal,
+      refused: refusal(refusalCodeOf(decision.code), decision.reason),
+    };
   }
   const principal = decision.principal;
   const config = options.config;

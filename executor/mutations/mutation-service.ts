@@ -294,7 +294,7 @@ export function createMutationService(options: MutationServiceOptions): Mutation
     });
     if (!decision.accepted) {
       return {
-        principal: '',
+        principal: decision.principal,
         rule: '',
         refused: refusal(refusalCodeOf(decision.code), decision.reason),
       };

@@ -214,12 +214,18 @@ export function createExecutorServer(
         callback(null, { accepted: true, principal: decision.principal });
       } else {
         logger.info(
-          { ...audit, decision: 'refused', code: decision.code, reason: cap(decision.reason) },
+          {
+            ...audit,
+            decision: 'refused',
+            code: decision.code,
+            reason: cap(decision.reason),
+            principal: cap(decision.principal),
+          },
           'privileged request refused',
         );
         callback(null, {
           accepted: false,
-          principal: '',
+          principal: decision.principal,
           refusal: { code: REFUSAL_CODES[decision.code], reason: decision.reason.slice(0, 512) },
         });
       }

@@ -223,7 +223,9 @@ export function createPodConsoles(deps: {
         target,
         verb: 'console',
       });
-      if (!decision.accepted) return refused(REFUSAL_BY_GUARD[decision.code], decision.reason);
+      if (!decision.accepted) {
+        return refused(REFUSAL_BY_GUARD[decision.code], decision.reason, decision.principal);
+      }
       const principal = decision.principal;
       const container = await resolveContainer(target.namespace, target.name, target.container);
       if (typeof container !== 'string') return { ...container, principal };

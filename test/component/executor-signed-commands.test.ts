@@ -169,7 +169,29 @@ describe('signed commands through the socket, as a compromised collector sends t
       target: { kind: 'node', namespace: '', name: 'worker-1', container: '', resource: '' },
       verb: 'console',
     };
-    const answer = await authorize({ ...request, command: { jws: platformSigned(request) } });
+    const answer = await authorize({
+      ...request,
+      command: { jws: platformSigned(request, 'bob@example.com') },
+    });
     expect(answer.refusal?.code).toBe(RefusalCode.REFUSAL_CODE_GATE_DISABLED);
+    // Verified first, then gated: the refusal names who asked, in the answer and the audit line.
+    expect(answer.principal).toBe('bob@example.com');
+    const audit = lines().find(
+      (line) => line['msg'] === 'privileged request refused' && line['requestId'] === 'r-gate',
+    );
+    expect(audit).toMatchObject({ code: 'GATE_DISABLED', principal: 'bob@example.com' });
+  });
+
+  it('names no principal when the signature does not verify, gate off or not', async () => {
+    const request: AuthorizeCommandRequest = {
+      requestId: 'r-gate-unsigned',
+      permission: 'cluster:node_console',
+      target: { kind: 'node', namespace: '', name: 'worker-1', container: '', resource: '' },
+      verb: 'console',
+    };
+    const jws = platformSigned({ ...request, requestId: 'another-request' });
+    const answer = await authorize({ ...request, command: { jws } });
+    expect(answer).toMatchObject({ accepted: false, principal: '' });
+    expect(answer.refusal?.code).toBe(RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH);
   });
 });

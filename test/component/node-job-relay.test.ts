@@ -65,12 +65,12 @@ describe('node job and mutation relay', () => {
     const done = out[0]?.$case === 'nodeJobEvent' ? out[0].value.event : undefined;
     expect(done).toMatchObject({
       $case: 'done',
-      value: { outcome: 'refused', refusalCode: 'REFUSAL_CODE_GATE_DISABLED' },
+      value: { outcome: 'refused', refusalCode: 'GATE_DISABLED' },
     });
     expect(out[1]).toMatchObject({
       value: {
-        // The guard checks the gate and names no principal when it refuses.
-        principal: '',
+        // The signature is verified before the gate: the refusal names who asked.
+        principal: 'ops@example.com',
         verb: 'drain',
         event: 'node_job',
         outcome: 'refused',
@@ -105,9 +105,12 @@ describe('node job and mutation relay', () => {
     );
     expect(out[0]).toMatchObject({
       $case: 'mutationResult',
-      value: { refusalCode: 'REFUSAL_CODE_GATE_DISABLED', status: 'Failure' },
+      value: { refusalCode: 'GATE_DISABLED', status: 'Failure' },
     });
-    expect(out[1]?.$case).toBe('auditRecord');
+    expect(out[1]).toMatchObject({
+      $case: 'auditRecord',
+      value: { event: 'mutation', principal: 'ops@example.com', refusalCode: 'GATE_DISABLED' },
+    });
   });
 
   it('answers EXECUTOR_UNAVAILABLE when the executor cannot be reached', async () => {

@@ -139,14 +139,22 @@ export async function startTestExecutor(options: {
   self?: { namespace: string; name: string };
   retryDelayMs?: number;
   pollIntervalMs?: number;
+  /** Another signer's public key to trust beside the helper's own (e.g. a demo gateway's). */
+  trustKey?: { readonly keyId: string; readonly publicKeyPem: string };
 }): Promise<TestExecutor> {
   const keys = generateCommandKeyPair();
-  const { config } = loadConfig({
-    fileText: `${options.configYaml}\nsecurity:\n  command_keys:\n    - id: ${KEY_ID}\n      public_key: |\n${keys.publicKeyPem
+  const keyEntry = (id: string, pem: string) =>
+    `    - id: ${id}\n      public_key: |\n${pem
       .trim()
       .split('\n')
       .map((line) => `        ${line}`)
-      .join('\n')}\n`,
+      .join('\n')}\n`;
+  const { config } = loadConfig({
+    fileText: `${options.configYaml}\nsecurity:\n  command_keys:\n${keyEntry(KEY_ID, keys.publicKeyPem)}${
+      options.trustKey === undefined
+        ? ''
+        : keyEntry(options.trustKey.keyId, options.trustKey.publicKeyPem)
+    }`,
     env: {},
     role: 'executor',
   });

@@ -5,6 +5,7 @@ import type { Overview } from '../../api-types.js';
 import { AgentsView } from './views/agents.js';
 import { ConsolesView } from './views/consoles.js';
 import { LogsView } from './views/logs.js';
+import { NodesView } from './views/nodes.js';
 import { QueryView } from './views/query.js';
 
 /** What every view receives from the frame. */
@@ -85,8 +86,8 @@ export const VIEWS: readonly ViewDefinition[] = [
     id: 'nodes',
     title: 'Nodes',
     icon: '▦',
-    kinds: [],
-    planned: 'Node shells and node jobs (cordon, uncordon, drain) through the executor.',
+    kinds: ['nodeJobEvent'],
+    component: NodesView,
   },
 ];
 

@@ -103,7 +103,11 @@ export interface NodeJobPod {
 export interface NodeJobDone {
   /** outcome is "succeeded", "refused", "failed", "timed_out" or "cancelled". */
   outcome: string;
-  /** refusal_code is the executor's RefusalCode name when refused (e.g. "REFUSAL_CODE_RBAC_DENIED"). */
+  /**
+   * refusal_code is the executor's RefusalCode name without its prefix when refused (e.g.
+   * "RBAC_DENIED", "GATE_DISABLED", the words console refusals use), or "EXECUTOR_UNAVAILABLE"
+   * when the executor did not answer; message then carries the reason.
+   */
   refusalCode: string;
   message: string;
   cordoned: boolean;
@@ -116,6 +120,7 @@ export interface NodeJobDone {
 /** MutationResult is the API server's answer to a mutation, or the executor's refusal. */
 export interface MutationResult {
   requestId: string;
+  /** refusal_code: as NodeJobDone.refusal_code; refusal_reason says why. */
   refusalCode: string;
   refusalReason: string;
   httpStatus: number;

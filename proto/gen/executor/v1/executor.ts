@@ -130,7 +130,10 @@ export interface AuthorizeCommandResponse {
   refusal?:
     | Refusal
     | undefined;
-  /** principal is the verified principal from the signed command (set when accepted). */
+  /**
+   * principal is the verified principal from the signed command: set when accepted, and on a
+   * refusal that came after the signature verified (GATE_DISABLED); empty otherwise.
+   */
   principal: string;
 }
 
