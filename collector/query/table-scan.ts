@@ -386,7 +386,7 @@ function rowAt(
 }
 
 /** The rows array that starts at `at`: each row walked once, then written or dropped. */
-function writeRows(context: RowContext, out: Output, at: number): void {
+function writeRows(context: RowContext, out: Output, at: number): number {
   const { body } = context;
   out.byte(OPEN_ARRAY);
   let first = true;
@@ -405,14 +405,70 @@ function writeRows(context: RowContext, out: Output, at: number): void {
     }
   }
   out.byte(CLOSE_ARRAY);
+  return i + 1;
+}
+
+/**
+ * The answer's top-level object, written as it is walked: every member copied, except rows,
+ * written by writeRows (so the rows, nearly all of the bytes, are walked once). Returns the
+ * members (kind and metadata are read after).
+ */
+function writeTopLevel(context: RowContext, out: Output, at: number): Member[] {
+  const { body } = context;
+  const members: Member[] = [];
+  let sawRows = false;
+  out.byte(OPEN_OBJECT);
+  let i = skipSpace(body, at + 1);
+  while (body[i] !== CLOSE_OBJECT) {
+    if (members.length > 0) {
+      if (body[i] !== COMMA) throw new TableShapeError('expected a comma or a closing brace', i);
+      i = skipSpace(body, i + 1);
+      out.byte(COMMA);
+    }
+    if (body[i] !== QUOTE) throw new TableShapeError('expected a key', i);
+    const keyStart = i + 1;
+    const afterKey = stringEnd(body, i);
+    const key = { keyStart, keyEnd: afterKey - 1, keyEscaped: lastStringEscaped };
+    let j = skipSpace(body, afterKey);
+    if (body[j] !== COLON) throw new TableShapeError('expected a colon', j);
+    j = skipSpace(body, j + 1);
+    let end: number;
+    if (isKey(body, key, KEYS.rows)) {
+      if (sawRows) throw new TableShapeError('a duplicate key', keyStart);
+      sawRows = true;
+      out.range(body, keyStart - 1, j);
+      if (body[j] === OPEN_ARRAY) {
+        end = writeRows(context, out, j);
+      } else {
+        // Not an array (null): the parsed path answers with no rows.
+        end = valueEnd(body, j);
+        out.byte(OPEN_ARRAY);
+        out.byte(CLOSE_ARRAY);
+      }
+    } else {
+      end = valueEnd(body, j);
+      out.range(body, keyStart - 1, end);
+    }
+    members.push({ ...key, valueStart: j, end, children: undefined });
+    i = skipSpace(body, end);
+  }
+  if (!sawRows) {
+    // The parsed path sets rows on a Table that has none.
+    if (members.length > 0) out.byte(COMMA);
+    out.range(ROWS_MEMBER, 0, ROWS_MEMBER.length);
+  }
+  out.byte(CLOSE_OBJECT);
+  if (skipSpace(body, i + 1) !== body.length) throw new TableShapeError('trailing bytes', i + 1);
+  return members;
 }
 
 /** Filters and sanitizes a Table answer on its bytes; throws TableShapeError when it cannot. */
 export function scanTable(body: Buffer, options: TableScanOptions): ScannedTable {
   const start = skipSpace(body, 0);
   if (body[start] !== OPEN_OBJECT) throw new TableShapeError('not an object', start);
-  const { members, end } = membersOf(body, start);
-  if (skipSpace(body, end) !== body.length) throw new TableShapeError('trailing bytes', end);
+  const context: RowContext = { body, options, secretsByResource: options.resource === 'secrets' };
+  const out = new Output(body.length + ROWS_MEMBER.length + 1);
+  const members = writeTopLevel(context, out, start);
   const metadataMember = only(body, members, KEYS.metadata);
   const metadata =
     metadataMember === undefined
@@ -420,29 +476,6 @@ export function scanTable(body: Buffer, options: TableScanOptions): ScannedTable
       : parseLossless(body.toString('utf8', metadataMember.valueStart, metadataMember.end));
   if (stringOf(body, only(body, members, KEYS.kind)) !== 'Table') {
     return { isTable: false, payload: Buffer.alloc(0), metadata };
-  }
-  const context: RowContext = { body, options, secretsByResource: options.resource === 'secrets' };
-  const rows = only(body, members, KEYS.rows);
-  const out = new Output(body.length + ROWS_MEMBER.length + 1);
-  writeObject(body, out, members, (member) => {
-    if (member !== rows) return 'copy';
-    if (body[member.valueStart] !== OPEN_ARRAY) {
-      // Not an array (null): the parsed path answers with no rows.
-      return (o) => {
-        o.byte(OPEN_ARRAY);
-        o.byte(CLOSE_ARRAY);
-      };
-    }
-    return (o) => {
-      writeRows(context, o, member.valueStart);
-    };
-  });
-  if (rows === undefined) {
-    // The parsed path sets rows on a Table that has none.
-    out.at -= 1;
-    if (members.length > 0) out.byte(COMMA);
-    out.range(ROWS_MEMBER, 0, ROWS_MEMBER.length);
-    out.byte(CLOSE_OBJECT);
   }
   return { isTable: true, payload: out.bytes.subarray(0, out.at), metadata };
 }
