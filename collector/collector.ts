@@ -238,13 +238,12 @@ export function createCollector(
     registry: metrics.registry,
   });
   const executor = executorClientFor(deps.executorSocket);
-  const catalog = createCatalog(identity, deps, {
-    liveQuery,
-    executor,
-    sink: buffer,
-    logger,
-    clock,
-  });
+  // The capability catalog runs with cluster state collection, as the Go agent's does (reference
+  // section 8): an owner who turned state off asked for no cluster-wide discovery and no sweep of
+  // access reviews every hour.
+  const catalog = collect.state.enabled
+    ? createCatalog(identity, deps, { liveQuery, executor, sink: buffer, logger, clock })
+    : undefined;
   const consoleRelay =
     deps.consoles === undefined
       ? undefined
@@ -285,7 +284,7 @@ export function createCollector(
             kubeEvents: events !== undefined && collect.events.kubernetes_events,
           }),
           query: true,
-          catalog: true,
+          catalog: catalog !== undefined,
           podConsoles: consoleRelay !== undefined,
         },
       },
@@ -371,7 +370,7 @@ export function createCollector(
         return Promise.resolve();
       },
     },
-    catalog,
+    ...(catalog === undefined ? [] : [catalog]),
     lifecycle.service,
   ];
   return { services, stream, buffer, health, metrics, done: stream.done };
