@@ -238,12 +238,14 @@ export function createCollector(
     registry: metrics.registry,
   });
   const executor = executorClientFor(deps.executorSocket);
-  // The capability catalog runs with cluster state collection, as the Go agent's does (reference
-  // section 8): an owner who turned state off asked for no cluster-wide discovery and no sweep of
-  // access reviews every hour.
-  const catalog = collect.state.enabled
-    ? createCatalog(identity, deps, { liveQuery, executor, sink: buffer, logger, clock })
-    : undefined;
+  const catalog = createCatalog(identity, deps, {
+    enabled: collect.state.enabled,
+    liveQuery,
+    executor,
+    sink: buffer,
+    logger,
+    clock,
+  });
   const consoleRelay =
     deps.consoles === undefined
       ? undefined
@@ -370,7 +372,7 @@ export function createCollector(
         return Promise.resolve();
       },
     },
-    ...(catalog === undefined ? [] : [catalog]),
+    ...[catalog].filter((service) => service !== undefined),
     lifecycle.service,
   ];
   return { services, stream, buffer, health, metrics, done: stream.done };
@@ -406,19 +408,25 @@ function executorClientFor(socketPath: string | undefined): ExecutorClient | und
     : createExecutorClient(socketPath);
 }
 
-/** The capability catalog, with the executor's side when the chart deployed an executor. */
+/**
+ * The capability catalog, with the executor's side when the chart deployed an executor. It runs
+ * with cluster state collection, as the Go agent's does (reference section 8): an owner who turned
+ * state off asked for no cluster-wide discovery and no hourly sweep of access reviews.
+ */
 function createCatalog(
   identity: CollectorIdentity,
   deps: CollectorDeps,
   context: {
+    enabled: boolean;
     liveQuery: ReturnType<typeof createLiveQuery>;
     sink: DurableBuffer;
     logger: Logger;
     clock: Clock;
     executor: ExecutorClient | undefined;
   },
-): ReturnType<typeof createCapabilityCatalog> {
-  const { liveQuery, sink, logger, clock, executor } = context;
+): ReturnType<typeof createCapabilityCatalog> | undefined {
+  const { enabled, liveQuery, sink, logger, clock, executor } = context;
+  if (!enabled) return undefined;
   return createCapabilityCatalog(
     {
       clusterId: identity.clusterId,
