@@ -111,9 +111,9 @@ async function advertised(collect: string[]): Promise<{
 }
 
 describe('handshake capabilities', () => {
-  it('advertises each collector while it runs, and live query and the catalog always', async () => {
+  it('advertises each collector while it runs, live query always, the catalog with state', async () => {
     const on = await advertised([]);
-    // Live query and the catalog are always on: a refusal is an answer too.
+    // Live query is always on: a refusal is an answer too. The catalog runs with collect.state.
     expect(on.caps).toEqual(
       AgentCapabilities.fromPartial({
         logs: true,
@@ -134,7 +134,7 @@ describe('handshake capabilities', () => {
       '  events: { enabled: true, pod_lifecycle: true, kubernetes_events: false }',
     ]);
     expect(off.caps).toEqual(
-      AgentCapabilities.fromPartial({ podLifecycleEvents: true, query: true, catalog: true }),
+      AgentCapabilities.fromPartial({ podLifecycleEvents: true, query: true, catalog: false }),
     );
     expect(off.logs.lines.some((l) => l.msg.startsWith('collectors enabled in the config'))).toBe(
       false,

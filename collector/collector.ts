@@ -249,6 +249,7 @@ export function createCollector(
   });
   const executor = executorClientFor(deps.executorSocket);
   const catalog = createCatalog(identity, deps, {
+    enabled: collect.state.enabled,
     liveQuery,
     executor,
     sink: buffer,
@@ -297,7 +298,7 @@ export function createCollector(
             kubeEvents: events !== undefined && collect.events.kubernetes_events,
           }),
           query: true,
-          catalog: true,
+          catalog: catalog !== undefined,
           podConsoles: consoleRelay !== undefined,
           ...writes.capabilities,
         },
@@ -387,7 +388,7 @@ export function createCollector(
         return Promise.resolve();
       },
     },
-    catalog,
+    ...[catalog].filter((service) => service !== undefined),
     lifecycle.service,
   ];
   return { services, stream, buffer, health, metrics, done: stream.done };
@@ -462,19 +463,25 @@ function executorClientFor(socketPath: string | undefined): ExecutorClient | und
     : createExecutorClient(socketPath);
 }
 
-/** The capability catalog, with the executor's side when the chart deployed an executor. */
+/**
+ * The capability catalog, with the executor's side when the chart deployed an executor. It runs
+ * with cluster state collection, as the Go agent's does (reference section 8): an owner who turned
+ * state off asked for no cluster-wide discovery and no hourly sweep of access reviews.
+ */
 function createCatalog(
   identity: CollectorIdentity,
   deps: CollectorDeps,
   context: {
+    enabled: boolean;
     liveQuery: ReturnType<typeof createLiveQuery>;
     sink: DurableBuffer;
     logger: Logger;
     clock: Clock;
     executor: ExecutorClient | undefined;
   },
-): ReturnType<typeof createCapabilityCatalog> {
-  const { liveQuery, sink, logger, clock, executor } = context;
+): ReturnType<typeof createCapabilityCatalog> | undefined {
+  const { enabled, liveQuery, sink, logger, clock, executor } = context;
+  if (!enabled) return undefined;
   return createCapabilityCatalog(
     {
       clusterId: identity.clusterId,

@@ -7,10 +7,13 @@
 // in-process demo gateway on loopback, log collection on with its SQLite checkpoints, no pods in
 // the cluster), a plain process when it has finished its imports. IDLE_MS after ready, VmRSS is
 // read from /proc/<pid>/status, and idle CPU is the process's user + system CPU over those
-// IDLE_MS, as CPU-seconds per minute. The target is the issue's: the compiled collector, as the
-// image runs it (`node dist/js/collector/main.js`), at most 80 MiB idle (and at most 0.1 CPU-s
-// per minute). The bundle (`npm run bundle`) is measured beside it, with and without
-// `--enable-source-maps`.
+// IDLE_MS, as CPU-seconds per minute. The target is the issue's: the collector as the image runs
+// it, at most 80 MiB idle (and at most 0.1 CPU-s per minute). The image runs the bundle
+// (`node /app/collector.js`, Dockerfile.collector) with its NODE_OPTIONS, so the target is on the
+// bundle started with the image's V8 flags that this Node has (`--max-semi-space-size=8`; the
+// old-space percentage flag exists from Node 24 only, and sizes a limit the idle process is far
+// below). The tsc output (`node dist/js/collector/main.js`) and the bundle without those flags
+// and with `--enable-source-maps` are measured beside it.
 //
 // Then what each heavy dependency costs: a bare process that imports just that package (and, for
 // better-sqlite3, opens an in-memory database, which loads the addon as the collector does),
@@ -46,6 +49,10 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const IDLE_MS = 60_000;
 const RSS_TARGET_MIB = 80;
 const IDLE_CPU_TARGET_S_PER_MIN = 0.1;
+
+/** The row measured as the image runs the collector: the bundle with the image's V8 flags. */
+const IMAGE_ROW = 'bundled, image V8 flags';
+const IMAGE_NODE_FLAGS = ['--max-semi-space-size=8'] as const;
 
 const CLOCK_TICKS = 100;
 
@@ -311,6 +318,7 @@ export const footprintBench: BenchCase = {
         ),
         collector('compiled collector', [compiled]),
         collector('bundled collector', [join(bundleDir, 'collector.js')]),
+        collector(IMAGE_ROW, [...IMAGE_NODE_FLAGS, join(bundleDir, 'collector.js')]),
         collector('bundled, source maps', [
           '--enable-source-maps',
           join(bundleDir, 'collector.js'),
@@ -338,7 +346,7 @@ export const footprintBench: BenchCase = {
         itemsPerSecond: byName.get(name)?.rssMiB ?? Number.NaN,
         baselineName: 'bare node',
         baselineItemsPerSecond: bare.rssMiB,
-        ...(name === 'compiled collector' ? { targetAtMost: RSS_TARGET_MIB } : {}),
+        ...(name === IMAGE_ROW ? { targetAtMost: RSS_TARGET_MIB } : {}),
       });
       const cpu = (name: string): BenchResult => ({
         name: `${name} idle CPU`,
@@ -346,15 +354,17 @@ export const footprintBench: BenchCase = {
         itemsPerSecond: byName.get(name)?.cpuSecondsPerMinute ?? Number.NaN,
         baselineName: 'bare node',
         baselineItemsPerSecond: bare.cpuSecondsPerMinute,
-        ...(name === 'compiled collector' ? { targetAtMost: IDLE_CPU_TARGET_S_PER_MIN } : {}),
+        ...(name === IMAGE_ROW ? { targetAtMost: IDLE_CPU_TARGET_S_PER_MIN } : {}),
       });
       return [
         rss('KubeConfig only'),
         rss('compiled collector'),
         rss('bundled collector'),
         rss('bundled, source maps'),
+        rss(IMAGE_ROW),
         cpu('compiled collector'),
         cpu('bundled collector'),
+        cpu(IMAGE_ROW),
       ];
     } finally {
       await Promise.all(processes.map((p) => p.stop()));

@@ -9,7 +9,10 @@ import type { KubeRest, RestRequest, RestResponse } from './kube-rest.js';
 import { compileQueryPolicy } from './policy.js';
 import { createQueryRunner, MAX_PAYLOAD_BYTES } from './run-query.js';
 
-function runnerWith(answer: (request: RestRequest) => RestResponse | Promise<RestResponse>) {
+function runnerWith(
+  answer: (request: RestRequest) => RestResponse | Promise<RestResponse>,
+  queryYaml = 'query: {rules: [{resources: ["*"]}]}',
+) {
   const requests: RestRequest[] = [];
   const rest: KubeRest = {
     request: (request) => {
@@ -18,7 +21,7 @@ function runnerWith(answer: (request: RestRequest) => RestResponse | Promise<Res
     },
     close: () => undefined,
   };
-  const policy = compileQueryPolicy(load('query: {rules: [{resources: ["*"]}]}').config.query);
+  const policy = compileQueryPolicy(load(queryYaml).config.query);
   const run = createQueryRunner({ rest, policy, logger: pino({ level: 'silent' }) });
   const ask = (query: Partial<ResourceQuery>) =>
     run(
@@ -99,5 +102,30 @@ describe('query runner', () => {
       }));
       expect((await ask({})).error, reason).toEqual({ code, message: `m-${reason}` });
     }
+  });
+
+  it('sends nothing to the API server for a refusal: disabled, another namespace, a bad reference', async () => {
+    const answer = () => ok('{"kind":"ConfigMapList","items":[]}');
+    const disabled = runnerWith(answer, 'query: {enabled: false, rules: [{resources: ["*"]}]}');
+    expect((await disabled.ask({})).error?.code).toBe(QueryErrorCode.QUERY_ERROR_POLICY_DENIED);
+    const scoped = runnerWith(
+      answer,
+      'query: {rules: [{namespace: team-a, resources: [configmaps]}]}',
+    );
+    expect((await scoped.ask({ namespace: 'team-b' })).error?.code).toBe(
+      QueryErrorCode.QUERY_ERROR_POLICY_DENIED,
+    );
+    expect(
+      (
+        await scoped.ask({
+          namespace: 'team-a',
+          ref: { group: '', version: 'v1', resource: './secrets' },
+        })
+      ).error?.code,
+    ).toBe(QueryErrorCode.QUERY_ERROR_POLICY_DENIED);
+    expect([...disabled.requests, ...scoped.requests]).toEqual([]);
+    // The same runner reading what its rule allows does send: the count is live.
+    await scoped.ask({ namespace: 'team-a' });
+    expect(scoped.requests).toHaveLength(1);
   });
 });

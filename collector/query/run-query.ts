@@ -26,6 +26,12 @@ import {
 import { QueryGate } from './query-gate.js';
 import type { QueryMetrics, QueryOutcome } from './query-metrics.js';
 import { sanitizeObject } from './sanitize.js';
+import {
+  scanTable,
+  TableShapeError,
+  type ScannedTable,
+  type TableScanOptions,
+} from './table-scan.js';
 
 /** The payload cap of one answer (the gateway's message limit leaves room for the rest). */
 export const MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
@@ -240,6 +246,54 @@ interface Plan {
   readonly timeoutMs: number;
 }
 
+/**
+ * A TABLE answer filtered by the names patterns and sanitized: on its bytes (table-scan.ts), or,
+ * when the answer is not in the shape that walker handles, parsed whole. Undefined when the
+ * answer is not a Table.
+ */
+export function tableAnswer(
+  plan: Pick<Plan, 'ref' | 'decision'>,
+  body: Buffer,
+): { payload: Buffer; page: { continueToken: string; remaining: number } } | undefined {
+  const options = { names: plan.decision.names, resource: plan.ref.resource };
+  let scanned: ScannedTable | undefined;
+  try {
+    scanned = scanTable(body, options);
+  } catch (err: unknown) {
+    if (!(err instanceof TableShapeError)) throw err;
+  }
+  if (scanned !== undefined) {
+    if (!scanned.isTable) return undefined;
+    const metadata = scanned.metadata;
+    return { payload: scanned.payload, page: listMeta({ metadata }) };
+  }
+  return parsedTableAnswer(body, options);
+}
+
+/** The same, by parsing the answer whole: for what the byte walker refuses. */
+export function parsedTableAnswer(
+  body: Buffer,
+  options: TableScanOptions,
+): { payload: Buffer; page: { continueToken: string; remaining: number } } | undefined {
+  const table = parseLossless(body.toString('utf8'));
+  if (!isObject(table) || table['kind'] !== 'Table') return undefined;
+  const rows = Array.isArray(table['rows']) ? (table['rows'] as unknown[]) : [];
+  const names = options.names;
+  table['rows'] = rows.filter((row) => {
+    if (!isObject(row)) return false;
+    if (!('object' in row) || row['object'] === null || row['object'] === undefined) {
+      return names.length === 0;
+    }
+    const object = row['object'];
+    const name = nameOf(object);
+    if (name === undefined || !namesAllow(names, name)) return false;
+    // The TABLE view never carries Secret values, whatever redaction says (the seed's promise).
+    sanitizeObject(object, { resource: options.resource, redactSecrets: true });
+    return true;
+  });
+  return { payload: Buffer.from(stringifyLossless(table), 'utf8'), page: listMeta(table) };
+}
+
 /** The handler the gateway session calls; each query runs on its own, never blocking others. */
 export function createQueryRunner(deps: QueryRunnerDeps): QueryHandler {
   const gate = new QueryGate(MAX_RUNNING_QUERIES, MAX_WAITING_QUERIES);
@@ -348,40 +402,28 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryHandler {
   };
 
   const listTable = async (plan: Plan): Promise<Answer> => {
-    const table = await read(
-      plan,
-      listPath(plan, { includeObject: 'Metadata' }),
-      TABLE_ACCEPT,
-      MAX_PAYLOAD_BYTES,
-    );
-    if (!isObject(table) || table['kind'] !== 'Table') {
+    const response = await deps.rest.request({
+      method: 'GET',
+      path: listPath(plan, { includeObject: 'Metadata' }),
+      accept: TABLE_ACCEPT,
+      maxBodyBytes: MAX_PAYLOAD_BYTES,
+      signal: plan.signal,
+    });
+    if (response.status !== 200) throw apiFailure(response.status, response.body);
+    const table = tableAnswer(plan, response.body);
+    if (table === undefined) {
       throw new QueryFailure(
         QueryErrorCode.QUERY_ERROR_INTERNAL,
         `${refKey(plan.ref)} does not support server-side printing (the API server did not answer with a Table), so request the full view instead`,
       );
     }
-    const rows = Array.isArray(table['rows']) ? (table['rows'] as unknown[]) : [];
-    const names = plan.decision.names;
-    table['rows'] = rows.filter((row) => {
-      if (!isObject(row)) return false;
-      if (!('object' in row) || row['object'] === null || row['object'] === undefined) {
-        return names.length === 0;
-      }
-      const object = row['object'];
-      const name = nameOf(object);
-      if (name === undefined || !namesAllow(names, name)) return false;
-      // The TABLE view never carries Secret values, whatever redaction says (the seed's promise).
-      sanitizeObject(object, { resource: plan.ref.resource, redactSecrets: true });
-      return true;
-    });
-    const payload = Buffer.from(stringifyLossless(table), 'utf8');
-    if (payload.length > MAX_PAYLOAD_BYTES) {
+    if (table.payload.length > MAX_PAYLOAD_BYTES) {
       throw new QueryFailure(
         QueryErrorCode.QUERY_ERROR_TOO_LARGE,
-        `the table is ${payload.length} bytes, over the ${MAX_PAYLOAD_BYTES} byte limit; ask for a smaller limit`,
+        `the table is ${table.payload.length} bytes, over the ${MAX_PAYLOAD_BYTES} byte limit; ask for a smaller limit`,
       );
     }
-    return { payload, ...listMeta(table), truncated: false };
+    return { payload: table.payload, ...table.page, truncated: false };
   };
 
   const execute = (plan: Plan, verb: QueryVerbName, table: boolean): Promise<Answer> => {

@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
+import { ensureInotifyInstances, type InotifyLimit } from './inotify.js';
 import {
   apiServerPort,
   createNodeNetwork,
@@ -57,6 +58,8 @@ export interface RunningCluster {
   readonly kubeconfigPath: string;
   /** Milliseconds from the start of kwokctl to every node being Ready. */
   readonly startMs: number;
+  /** The inotify instance limit kwok's log follows run under (test/cluster/inotify.ts). */
+  readonly inotify: InotifyLimit;
   /** Present when the cluster was started with `realNode`. */
   readonly realNode?: RunningRealNode;
 }
@@ -299,6 +302,9 @@ export async function startCluster(options: ClusterOptions): Promise<RunningClus
     }
   }
   await mkdir(options.workdir, { recursive: true });
+  // Before kwok starts following logs; a limit that stays low is said once, plainly.
+  const inotify = ensureInotifyInstances();
+  if (inotify.problem !== undefined) process.stderr.write(`test cluster: ${inotify.problem}\n`);
   const env = kwokEnv(binDir, options);
   let network: NodeNetwork | undefined;
   if (options.realNode === true) {
@@ -351,6 +357,7 @@ export async function startCluster(options: ClusterOptions): Promise<RunningClus
       binDir,
       kubeconfigPath,
       startMs: Date.now() - started,
+      inotify,
       ...(realNode === undefined ? {} : { realNode }),
     };
   } catch (err: unknown) {

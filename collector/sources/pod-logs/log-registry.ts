@@ -44,6 +44,8 @@ export interface LogRegistryDeps {
   workloadOf(podUid: string): Workload | undefined;
   dropped(reason: DropReason): void;
   truncated(): void;
+  /** A log was added: the source's flush timer, asleep while there are none, wakes. */
+  opened?(): void;
 }
 
 const instanceKey = (instance: ContainerInstance): string =>
@@ -122,7 +124,13 @@ export class LogRegistry {
     };
     this.#logs.set(key, tracked);
     for (const intent of saved.intents) this.#byMessageId.set(intent.messageId, log);
+    this.#deps.opened?.();
     return { tracked, tail };
+  }
+
+  /** How many logs are tracked. */
+  get size(): number {
+    return this.#logs.size;
   }
 
   values(): IterableIterator<TrackedLog> {

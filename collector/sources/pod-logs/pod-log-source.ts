@@ -128,6 +128,7 @@ export function createPodLogSource(
   let listed = false;
   let forbidden = false;
   let flushTimer: NodeJS.Timeout | undefined;
+  let started = false;
   let sweepTimer: NodeJS.Timeout | undefined;
   /** Checkpoints of pods absent from the first lists were swept (once per start). */
   let absentSwept = false;
@@ -148,6 +149,9 @@ export function createPodLogSource(
     truncated: () => {
       counters.truncated(1);
     },
+    opened: () => {
+      armFlushTimer();
+    },
   });
   const flusher = new BatchFlusher({
     logger,
@@ -164,6 +168,24 @@ export function createPodLogSource(
       counters.bytesRead(count);
     },
   });
+  /**
+   * The idle flush (and the scheduler's fairness check) every flushIntervalMs, only while there is
+   * a log to flush or a stream to schedule: with no pod to follow the timer sleeps (it was 240
+   * wake-ups a minute of an idle collector's CPU), and the first log opened wakes it.
+   */
+  function armFlushTimer(): void {
+    if (!started || flushTimer !== undefined || lifetime.signal.aborted) return;
+    flushTimer = setInterval(() => {
+      flusher.flush('idle');
+      scheduler?.rebalance();
+      const streams = scheduler?.stats() ?? { active: 0, queued: 0 };
+      if (registry.size === 0 && streams.active === 0 && streams.queued === 0) {
+        clearInterval(flushTimer);
+        flushTimer = undefined;
+      }
+    }, options.flushIntervalMs ?? 250);
+    flushTimer.unref();
+  }
   const connection: ConnectionDeps = {
     clock,
     logs: deps.kube.logs,
@@ -350,11 +372,8 @@ export function createPodLogSource(
           { clock, logger, signal: lifetime.signal },
         ),
       );
-      flushTimer = setInterval(() => {
-        flusher.flush('idle');
-        scheduler?.rebalance();
-      }, options.flushIntervalMs ?? 250);
-      flushTimer.unref();
+      started = true;
+      armFlushTimer();
       sweepTimer = setInterval(sweep, SWEEP_INTERVAL_MS);
       sweepTimer.unref();
       return Promise.resolve();
