@@ -78,6 +78,9 @@ export class DemoGateway {
       if (message.payload?.$case === 'auditRecord')
         this.consoles.recordAudit(message.payload.value);
     });
+    this.events.on('message', (message, isNew, session) => {
+      if (isNew) this.store.cluster.record(message, session.clusterId, this.#now());
+    });
     const impl: AgentServiceServer = {
       connect: (call) => {
         // The connection lives as long as its call: the call's listeners hold it.

@@ -6,6 +6,8 @@ import { AgentsView } from './views/agents.js';
 import { ConsolesView } from './views/consoles.js';
 import { LogsView } from './views/logs.js';
 import { QueryView } from './views/query.js';
+import { EventsView } from './views/events.js';
+import { StateView } from './views/state.js';
 
 /** What every view receives from the frame. */
 export interface ViewProps {
@@ -51,14 +53,14 @@ export const VIEWS: readonly ViewDefinition[] = [
     title: 'State',
     icon: '◇',
     kinds: ['state'],
-    planned: 'Cluster resources as the collector watches them: adds, updates, deletes, redacted.',
+    component: StateView,
   },
   {
     id: 'events',
     title: 'Events',
     icon: '⚑',
-    kinds: [],
-    planned: 'Kubernetes events and pod lifecycle events (crash loops, OOM kills, restarts).',
+    kinds: ['kubeEvent', 'podLifecycle'],
+    component: EventsView,
   },
   {
     id: 'metrics',
