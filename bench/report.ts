@@ -19,6 +19,7 @@ export const CASE_ORDER = [
   'footprint',
   'query',
   'prometheus-parse',
+  'state-watch',
 ] as const;
 
 /** The README's generated block lies between these two lines. */
