@@ -28,6 +28,12 @@ const EVENTS_ONLY = [
 let ns: TestNamespace;
 beforeAll(async () => {
   ns = await createTestNamespace(kc, 'opt-in');
+  // Pods are admitted only once the namespace's default ServiceAccount exists.
+  await eventually(
+    'the default ServiceAccount',
+    () => core.readNamespacedServiceAccount({ name: 'default', namespace: ns.name }),
+    WAIT,
+  );
 });
 afterAll(async () => {
   await ns.delete();
