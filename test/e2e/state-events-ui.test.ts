@@ -65,6 +65,21 @@ describe('the State and Events views in headless Chromium', () => {
     );
     cleanups.push(() => running.stop());
     await running.session();
+    // Synced first: what pods show before the lifecycle watch's first list is a baseline.
+    const healthPort = running.collector.health.ports().health;
+    await eventually(
+      'the state and events watches synced, the namespace ready for pods',
+      async () => {
+        const reply = await fetch(`http://127.0.0.1:${String(healthPort)}/readyz?verbose`);
+        const body = (await reply.json()) as { components?: Record<string, { status: string }> };
+        const synced = ['source:state', 'source:events'].every(
+          (name) => body.components?.[name]?.status === 'ok',
+        );
+        if (!synced) return undefined;
+        return core.readNamespacedServiceAccount({ name: 'default', namespace: NAMESPACE });
+      },
+      WAIT,
+    );
     // The newcomer's cluster: a Deployment on the kwok nodes, a Service, a Secret, a ConfigMap.
     const apps = kube.makeApiClient(AppsV1Api);
     await apps.createNamespacedDeployment({
