@@ -20,6 +20,7 @@ export const CASE_ORDER = [
   'query',
   'prometheus-parse',
   'console-round-trip',
+  'state-watch',
 ] as const;
 
 /** The README's generated block lies between these two lines. */

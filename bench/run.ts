@@ -14,6 +14,7 @@ import { podLogsBench } from './cases/pod-logs.js';
 import { queryBench } from './cases/query.js';
 import { prometheusParseBench } from './cases/prometheus-parse.js';
 import { streamBench } from './cases/stream.js';
+import { stateWatchBench } from './cases/state-watch.js';
 import {
   CASE_ORDER,
   consoleLine,
@@ -35,6 +36,7 @@ const CASES: readonly BenchCase[] = [
   queryBench,
   prometheusParseBench,
   consoleRoundTripBench,
+  stateWatchBench,
 ];
 // The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this;
 // demo-log-query stores a million records first: up to two minutes on a busy machine.

@@ -40,6 +40,7 @@ async function recordingGateway(): Promise<{
               protoVersion: 'v1',
               supportedProtoVersions: ['v1'],
               deliveryAcks: true,
+              acceptedPayloads: [],
             },
           },
         });

@@ -48,12 +48,8 @@ import { wireMetricsSource } from './sources/metrics/wiring.js';
 import { createStateSource, type StateSource } from './sources/state/state-source.js';
 import { registerStateMetrics } from './sources/state/state-metrics.js';
 import { demandRefs } from './sources/state/demand.js';
-import {
-  createEventsSource,
-  OPT_IN_EVENTS,
-  OPT_IN_LIFECYCLE,
-  type EventsSource,
-} from './sources/events/events-source.js';
+import { createEventsSource, type EventsSource } from './sources/events/events-source.js';
+import { PayloadOptIn } from './sources/events/opt-in.js';
 import { KubeHttp } from './watch/kube-http.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
@@ -270,6 +266,8 @@ export function createCollector(
 
   const writes = nodeJobWiring(deps, logger, buffer);
 
+  // Which new payload kinds this session's gateway accepted (handshake field or watcher ids).
+  const optIn = new PayloadOptIn();
   const stream = new GatewayStream(
     {
       address: gateway.address,
@@ -319,16 +317,13 @@ export function createCollector(
         // Demand watchers: only an update that carries watchers reconciles them.
         const demand = demandRefs(update);
         if (state !== undefined && demand !== undefined) state.reconcileDemand(demand);
-        const watchers = update.config?.watchers ?? [];
-        if (events !== undefined && watchers.length > 0) {
-          events.setDelivery({
-            lifecycle: watchers.some((w) => w.id === OPT_IN_LIFECYCLE),
-            events: watchers.some((w) => w.id === OPT_IN_EVENTS),
-          });
-        }
+        events?.setDelivery(optIn.onWatchers(update.config?.watchers ?? []));
         if (podLogs === undefined || update.config?.ingestRules === undefined) return;
         ingestLimits = applyIngestRules(ingestLimits, update.config.ingestRules);
         podLogs.setIngestLimits(ingestLimits);
+      },
+      onHandshake: ({ acceptedPayloads }) => {
+        events?.setDelivery(optIn.onHandshake(acceptedPayloads));
       },
       queryHandler: liveQuery.handler,
     },

@@ -37,6 +37,11 @@ export interface AdmissionOptions {
   readonly holdAcks?: boolean;
   /** Sent in the handshake reply. */
   readonly initialConfig?: ConfigSnapshot;
+  /**
+   * The handshake's accepted_payloads: new payload kinds this gateway decodes ("kube_event",
+   * "pod_lifecycle"); none by default, as a gateway that predates them.
+   */
+  readonly acceptedPayloads?: readonly string[];
 }
 
 export type { SessionInfo } from './api-types.js';
@@ -338,6 +343,7 @@ export class AgentConnection {
             protoVersion: '',
             supportedProtoVersions: [...(this.#options.supportedProtoVersions ?? ['v1'])],
             deliveryAcks: false,
+            acceptedPayloads: [],
           },
         },
       });
@@ -362,6 +368,7 @@ export class AgentConnection {
           protoVersion: version,
           supportedProtoVersions: [...(this.#options.supportedProtoVersions ?? ['v1'])],
           deliveryAcks: this.#info.deliveryAcks,
+          acceptedPayloads: acceptedPayloadsOf(this.#options),
         },
       },
     });
@@ -444,6 +451,11 @@ export class AgentConnection {
     if (wasAdmitted) this.#timeline('closed', false, reason);
     this.#hooks.onClosed(this);
   }
+}
+
+/** The handshake's accepted_payloads (none unless configured). */
+function acceptedPayloadsOf(options: AdmissionOptions): string[] {
+  return [...(options.acceptedPayloads ?? [])];
 }
 
 /** The message as stored: a handshake's tenant token never reaches the store or its file. */

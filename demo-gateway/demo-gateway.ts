@@ -91,6 +91,9 @@ export class DemoGateway {
     this.events.on('message', (message) => {
       if (message.payload !== undefined) this.nodeJobs.onAgentMessage(message.payload);
     });
+    this.events.on('message', (message, isNew, session) => {
+      if (isNew) this.store.cluster.record(message, session.clusterId, this.#now());
+    });
     const impl: AgentServiceServer = {
       connect: (call) => {
         // The connection lives as long as its call: the call's listeners hold it.

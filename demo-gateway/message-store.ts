@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import type { ControlEvent, ControlKind } from './api-types.js';
 import { LogStore, type NewLogLine } from './log-store.js';
+import { ClusterStore } from './cluster-store.js';
 
 /** One received message as stored: the summary is for people, the payload is the wire bytes. */
 export interface StoredMessage {
@@ -44,6 +45,8 @@ const toStored = (row: MessageRow): StoredMessage => ({
  */
 export class MessageStore {
   readonly logs: LogStore;
+  /** State objects and events for the State and Events views. */
+  readonly cluster: ClusterStore;
   readonly #db: Database.Database;
   readonly #insertControl: Database.Statement<[string, number, string, number, string]>;
   readonly #insert: Database.Statement<
@@ -82,6 +85,7 @@ export class MessageStore {
       );
       CREATE INDEX IF NOT EXISTS control_events_session ON control_events (session_id, seq);`);
     this.logs = new LogStore(this.#db);
+    this.cluster = new ClusterStore(this.#db);
     this.#insertControl = this.#db.prepare(
       'INSERT INTO control_events (session_id, at, kind, outbound, detail) VALUES (?, ?, ?, ?, ?)',
     );

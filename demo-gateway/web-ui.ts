@@ -4,6 +4,7 @@ import { fastify, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { ControlResult, LogFilter, Overview } from './api-types.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import { registerNodeRoutes } from './node-routes.js';
+import { registerClusterRoutes } from './cluster-routes.js';
 import type { DemoGateway } from './demo-gateway.js';
 import { parseLevels } from './log-store.js';
 import { registerQueryRoutes } from './query-routes.js';
@@ -188,6 +189,7 @@ export function createWebUi(gateway: DemoGateway, options: WebUiOptions = {}): F
   registerQueryRoutes(app, gateway);
   registerConsoleRoutes(app, gateway);
   registerNodeRoutes(app, gateway);
+  registerClusterRoutes(app, gateway);
 
   app.get('/*', (request, reply) => {
     const path = request.url.split('?')[0] ?? '/';

@@ -264,11 +264,9 @@ async function main(): Promise<void> {
       acceptToken: DEMO_TOKEN,
       tokenFailure: 'unauthenticated',
       // Heartbeats every 5 s instead of 30 s, so the UI shows the agent's health moving.
-      // The opt-in watchers: this gateway understands lifecycle and Kubernetes events.
-      initialConfig: ConfigSnapshot.fromPartial({
-        heartbeatIntervalSec: 5,
-        watchers: [{ id: 'kubexa.io/pod-lifecycle-events' }, { id: 'kubexa.io/kube-events' }],
-      }),
+      initialConfig: ConfigSnapshot.fromPartial({ heartbeatIntervalSec: 5 }),
+      // This gateway decodes lifecycle and Kubernetes events: the collector may send them.
+      acceptedPayloads: ['pod_lifecycle', 'kube_event'],
     },
     { logger: pino({ level: 'warn' }) },
   );

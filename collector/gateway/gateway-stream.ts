@@ -302,6 +302,7 @@ export class GatewayStream implements Service, AsyncDisposable {
         sourceCounters: this.#deps.sourceCounters,
         quarantinedItems: this.#deps.quarantinedItems,
         onConfigUpdate: this.#deps.onConfigUpdate,
+        onHandshake: this.#deps.onHandshake,
         queryHandler: this.#deps.queryHandler ?? notSupportedQueryHandler,
         consoleHandler: this.#deps.consoleHandler,
         nodeJobHandler: this.#deps.nodeJobHandler,

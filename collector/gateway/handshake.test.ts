@@ -11,6 +11,7 @@ const accepted = (overrides: Partial<HandshakeResponse> = {}): HandshakeResponse
   protoVersion: 'v1',
   supportedProtoVersions: ['v1'],
   deliveryAcks: true,
+  acceptedPayloads: [],
   ...overrides,
 });
 

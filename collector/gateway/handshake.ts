@@ -68,6 +68,8 @@ export type HandshakeOutcome =
       readonly protoVersion: string;
       readonly deliveryAcks: boolean;
       readonly config: ConfigSnapshot | undefined;
+      /** Payload kinds this gateway opted into (HandshakeResponse.accepted_payloads). */
+      readonly acceptedPayloads: readonly string[];
     }
   /** A token or cluster the gateway does not know (yet): retried with backoff. */
   | { readonly kind: 'rejected'; readonly reason: string };
@@ -106,5 +108,6 @@ export function evaluateHandshake(response: HandshakeResponse): HandshakeOutcome
     protoVersion: negotiated,
     deliveryAcks: response.deliveryAcks,
     config: response.config,
+    acceptedPayloads: response.acceptedPayloads.map((kind) => kind.trim()).filter((k) => k !== ''),
   };
 }

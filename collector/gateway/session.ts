@@ -73,6 +73,8 @@ export interface SessionContext {
   readonly sourceCounters: (() => SourceCounters) | undefined;
   readonly quarantinedItems: (() => number) | undefined;
   readonly onConfigUpdate: ((update: ConfigUpdate) => void) | undefined;
+  /** Each accepted handshake's opt-ins, before its config snapshot is applied. */
+  readonly onHandshake: ((accepted: { acceptedPayloads: readonly string[] }) => void) | undefined;
   readonly queryHandler: QueryHandler;
   /** Called once the handshake is accepted. */
   readonly onReady: (info: { sessionId: string; deliveryAcks: boolean }) => void;
@@ -332,6 +334,7 @@ export class Session {
     }
     this.#accepted = true;
     this.#deliveryAcks = outcome.deliveryAcks;
+    this.#ctx.onHandshake?.({ acceptedPayloads: outcome.acceptedPayloads });
     this.#applyConfig(outcome.config ? { configVersion: '', config: outcome.config } : undefined);
     this.#ctx.onReady({ sessionId: outcome.sessionId, deliveryAcks: outcome.deliveryAcks });
     this.#spawn('drain', () => this.#drainLoop());

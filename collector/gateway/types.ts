@@ -63,6 +63,8 @@ export interface GatewayStreamDeps {
   readonly quarantinedItems?: () => number;
   /** The rest of a ConfigUpdate (ingest rules, watchers, collectors): applied by its owners. */
   readonly onConfigUpdate?: (update: ConfigUpdate) => void;
+  /** Each accepted handshake's opt-ins (accepted_payloads), before its config is applied. */
+  readonly onHandshake?: (accepted: { acceptedPayloads: readonly string[] }) => void;
   readonly queryHandler?: QueryHandler;
   /** Console requests (collector/consoles); absent: console requests are ignored and logged. */
   readonly consoleHandler?: ConsoleHandler;

@@ -226,6 +226,7 @@ async function gatewayThatStopsReading(): Promise<{
                 protoVersion: 'v1',
                 supportedProtoVersions: ['v1'],
                 deliveryAcks: true,
+                acceptedPayloads: [],
               },
             },
           });

@@ -84,12 +84,18 @@ describe('events source against the real API server', () => {
         flushIntervalMs: 0,
       },
     });
+    // The opt-in starts the watches: what pods show before their first list is a baseline, so
+    // the Deployment comes after readiness says they synced.
+    const healthPort = running.collector.health.ports().health;
     await eventually(
-      'the opt-in applied',
-      () =>
-        Promise.resolve(
-          running.logs.raw.some((l) => l.includes('gateway opted into events')) || undefined,
-        ),
+      'the opt-in applied and the watches synced',
+      async () => {
+        if (!running.logs.raw.some((l) => l.includes('gateway opted into events')))
+          return undefined;
+        const reply = await fetch(`http://127.0.0.1:${String(healthPort)}/readyz?verbose`);
+        const body = (await reply.json()) as { components?: Record<string, { status: string }> };
+        return body.components?.['source:events']?.status === 'ok' ? true : undefined;
+      },
       WAIT,
     );
     const lifecycle = (): PodLifecycleEvent[] =>

@@ -62,9 +62,17 @@ export interface RunningStateCollector extends AsyncDisposable {
 export async function startStateCollector(
   kubeconfigPath: string,
   configLines: readonly string[],
-  options: { discoveryIntervalMs?: number } = {},
+  options: { discoveryIntervalMs?: number; acceptedPayloads?: readonly string[] } = {},
 ): Promise<RunningStateCollector> {
-  const gateway = new DemoGateway({ acceptToken: TOKEN }, { logger: pino({ level: 'silent' }) });
+  const gateway = new DemoGateway(
+    {
+      acceptToken: TOKEN,
+      ...(options.acceptedPayloads === undefined
+        ? {}
+        : { acceptedPayloads: options.acceptedPayloads }),
+    },
+    { logger: pino({ level: 'silent' }) },
+  );
   const port = await gateway.listen('127.0.0.1', 0);
   const states: SeenState[] = [];
   const messages: AgentMessage[] = [];

@@ -2,8 +2,9 @@
 // not served) with the involved object and its owning workload, and pod lifecycle events derived
 // from pod status transitions (pod-lifecycle.ts). Both on the shared watch layer.
 //
-// Neither is sent until the gateway opts in (a watcher with id OPT_IN_LIFECYCLE or OPT_IN_EVENTS
-// in its config, docs/state.md): a gateway that predates these payloads never receives them.
+// Neither is sent until the gateway opts in (opt-in.ts, docs/state.md): a gateway that predates
+// these payloads never receives them. Nothing is watched before the first opt-in either, and a
+// source the gateway has not asked for does not hold readiness back.
 // Kubernetes Events carry a message id derived from the event's UID and series count, so a
 // relist or a restart that sends one again is deduplicated by the gateway; a count that grew
 // is a new message.
@@ -23,6 +24,7 @@ import type { KubeHttp } from '../../watch/kube-http.js';
 import { kubeListWatch, type KubeObject } from '../../watch/kube-list-watch.js';
 import { WorkloadResolver, type Workload } from '../pod-logs/workload.js';
 import type { Sink, Source } from '../source.js';
+import type { EventsDelivery } from './opt-in.js';
 import {
   LifecycleTracker,
   podTransitions,
@@ -32,9 +34,7 @@ import {
   type PodSummary,
 } from './pod-lifecycle.js';
 
-/** Watcher ids a gateway puts in its config to receive these payloads. */
-export const OPT_IN_LIFECYCLE = 'kubexa.io/pod-lifecycle-events';
-export const OPT_IN_EVENTS = 'kubexa.io/kube-events';
+export { OPT_IN_EVENTS, OPT_IN_LIFECYCLE } from './opt-in.js';
 
 export interface EventsSourceOptions {
   readonly events: {
@@ -53,8 +53,11 @@ export interface EventsSourceDeps {
 }
 
 export interface EventsSource extends Source {
-  /** What the gateway opted into (from its config's watchers). */
-  setDelivery(delivery: { readonly lifecycle: boolean; readonly events: boolean }): void;
+  /**
+   * What the gateway opted into (opt-in.ts). The first opt-in starts the watches; they run on
+   * after an opt-out (a reconnect to another gateway must not relist every pod), unsent.
+   */
+  setDelivery(delivery: EventsDelivery): void;
   health(): ComponentHealth;
 }
 
@@ -338,6 +341,58 @@ export function createEventsSource(
     await informer.run(lifetime.signal);
   }
 
+  let watching = false;
+  /** Starts the watches once (at the first opt-in after start). */
+  function startWatches(): void {
+    if (watching || lifetime.signal.aborted) return;
+    watching = true;
+    // The pod informer first: Events look their pod up in its cache.
+    const pods = new Informer<PodSummary>(
+      kubeListWatch(
+        http,
+        { group: '', version: 'v1', resource: 'pods', namespaced: true, namespace: '' },
+        summarizePod,
+      ),
+      {
+        name: 'pods (lifecycle)',
+        clock,
+        logger,
+        onChange: (change) => {
+          onPod(pods, change);
+        },
+      },
+    );
+    informers.push(pods);
+    runs.push(pods.run(lifetime.signal));
+    if (options.events.kubernetes_events) {
+      discovering = true;
+      runs.push(
+        startEvents()
+          .catch((err: unknown) => {
+            logger.warn(
+              { reason: err instanceof Error ? err.message : String(err) },
+              'kubernetes events watch failed to start',
+            );
+          })
+          .finally(() => {
+            discovering = false;
+          }),
+      );
+    }
+  }
+  /** The Events watch is added after a discovery request: until then it cannot have synced. */
+  let discovering = false;
+
+  let started = false;
+  const wanted = (): boolean => delivery.lifecycle || delivery.events;
+  const pending = (): string[] =>
+    wanted()
+      ? [
+          ...informers.filter((i) => !i.synced()).map((i) => i.name),
+          ...(discovering && informers.length < 2 ? ['events (discovery)'] : []),
+        ]
+      : [];
+
   return {
     name: 'events',
     start(signal) {
@@ -350,51 +405,30 @@ export function createEventsSource(
           },
           { once: true },
         );
-      // The pod informer first: Events look their pod up in its cache.
-      const pods = new Informer<PodSummary>(
-        kubeListWatch(
-          http,
-          { group: '', version: 'v1', resource: 'pods', namespaced: true, namespace: '' },
-          summarizePod,
-        ),
-        {
-          name: 'pods (lifecycle)',
-          clock,
-          logger,
-          onChange: (change) => {
-            onPod(pods, change);
-          },
-        },
-      );
-      informers.push(pods);
-      runs.push(pods.run(lifetime.signal));
-      if (options.events.kubernetes_events) {
-        runs.push(
-          startEvents().catch((err: unknown) => {
-            logger.warn(
-              { reason: err instanceof Error ? err.message : String(err) },
-              'kubernetes events watch failed to start',
-            );
-          }),
-        );
-      }
+      started = true;
+      if (wanted()) startWatches();
       return Promise.resolve();
     },
     setDelivery(next) {
-      if (next.lifecycle !== delivery.lifecycle || next.events !== delivery.events) {
-        logger.info(next, 'gateway opted into events');
+      const lifecycle = next.lifecycle && options.events.pod_lifecycle;
+      const events = next.events && options.events.kubernetes_events;
+      if (lifecycle !== delivery.lifecycle || events !== delivery.events) {
+        logger.info({ lifecycle, events }, 'gateway opted into events');
       }
-      delivery.lifecycle = next.lifecycle && options.events.pod_lifecycle;
-      delivery.events = next.events && options.events.kubernetes_events;
+      delivery.lifecycle = lifecycle;
+      delivery.events = events;
+      if (started && wanted()) startWatches();
     },
-    up: () => informers.every((informer) => informer.synced()),
+    // Not asked for: nothing to wait for. Asked for: ready once every watch has synced (the
+    // Events watch is added after discovery, so an empty list right after start is not ready).
+    up: () => !wanted() || (informers.length > 0 && pending().length === 0),
     health() {
-      const pending = informers
-        .filter((informer) => !informer.synced())
-        .map((informer) => informer.name);
-      return pending.length === 0
+      if (!wanted()) return { state: 'ok', reason: 'the gateway has not opted in: not watching' };
+      if (informers.length === 0) return { state: 'unhealthy', reason: 'not synced: starting' };
+      const names = pending();
+      return names.length === 0
         ? { state: 'ok' }
-        : { state: 'unhealthy', reason: `not synced: ${pending.join(', ')}` };
+        : { state: 'unhealthy', reason: `not synced: ${names.join(', ')}` };
     },
     async close() {
       lifetime.abort();

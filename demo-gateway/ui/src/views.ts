@@ -7,6 +7,8 @@ import { ConsolesView } from './views/consoles.js';
 import { LogsView } from './views/logs.js';
 import { NodesView } from './views/nodes.js';
 import { QueryView } from './views/query.js';
+import { EventsView } from './views/events.js';
+import { StateView } from './views/state.js';
 
 /** What every view receives from the frame. */
 export interface ViewProps {
@@ -52,14 +54,14 @@ export const VIEWS: readonly ViewDefinition[] = [
     title: 'State',
     icon: '◇',
     kinds: ['state'],
-    planned: 'Cluster resources as the collector watches them: adds, updates, deletes, redacted.',
+    component: StateView,
   },
   {
     id: 'events',
     title: 'Events',
     icon: '⚑',
-    kinds: [],
-    planned: 'Kubernetes events and pod lifecycle events (crash loops, OOM kills, restarts).',
+    kinds: ['kubeEvent', 'podLifecycle'],
+    component: EventsView,
   },
   {
     id: 'metrics',

@@ -383,6 +383,13 @@ export interface HandshakeResponse {
   supportedProtoVersions: string[];
   /** delivery_acks: true = the agent settles buffered items only on Ack; false or absent = on send. */
   deliveryAcks: boolean;
+  /**
+   * accepted_payloads opts the gateway into payload kinds an older gateway could not decode,
+   * named as AgentMessage's payload fields: "kube_event", "pod_lifecycle". The agent sends such
+   * a kind only when this session's gateway accepted it (or, for compatibility, its config
+   * carries the opt-in watcher id, docs/state.md). Absent (a Go gateway): none accepted.
+   */
+  acceptedPayloads: string[];
 }
 
 /** Ack settles buffered items by AgentMessage.message_id, in batches. */
@@ -2034,6 +2041,7 @@ function createBaseHandshakeResponse(): HandshakeResponse {
     protoVersion: "",
     supportedProtoVersions: [],
     deliveryAcks: false,
+    acceptedPayloads: [],
   };
 }
 
@@ -2062,6 +2070,9 @@ export const HandshakeResponse: MessageFns<HandshakeResponse> = {
     }
     if (message.deliveryAcks !== false) {
       writer.uint32(64).bool(message.deliveryAcks);
+    }
+    for (const v of message.acceptedPayloads) {
+      writer.uint32(74).string(v!);
     }
     return writer;
   },
@@ -2143,6 +2154,14 @@ export const HandshakeResponse: MessageFns<HandshakeResponse> = {
             message.deliveryAcks = reader.bool();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.acceptedPayloads.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2189,6 +2208,11 @@ export const HandshakeResponse: MessageFns<HandshakeResponse> = {
         : isSet(object.delivery_acks)
         ? globalThis.Boolean(object.delivery_acks)
         : false,
+      acceptedPayloads: globalThis.Array.isArray(object?.acceptedPayloads)
+        ? object.acceptedPayloads.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.accepted_payloads)
+        ? object.accepted_payloads.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -2218,6 +2242,9 @@ export const HandshakeResponse: MessageFns<HandshakeResponse> = {
     if (message.deliveryAcks !== false) {
       obj.deliveryAcks = message.deliveryAcks;
     }
+    if (message.acceptedPayloads?.length) {
+      obj.acceptedPayloads = message.acceptedPayloads;
+    }
     return obj;
   },
 
@@ -2236,6 +2263,7 @@ export const HandshakeResponse: MessageFns<HandshakeResponse> = {
     message.protoVersion = object.protoVersion ?? "";
     message.supportedProtoVersions = object.supportedProtoVersions?.map((e) => e) || [];
     message.deliveryAcks = object.deliveryAcks ?? false;
+    message.acceptedPayloads = object.acceptedPayloads?.map((e) => e) || [];
     return message;
   },
 };
