@@ -5,6 +5,7 @@ import type { ControlResult, LogFilter, Overview } from './api-types.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import type { DemoGateway } from './demo-gateway.js';
 import { parseLevels } from './log-store.js';
+import { registerMetricsRoutes } from './metrics-routes.js';
 import { registerQueryRoutes } from './query-routes.js';
 import { UI_OUT_DIR, uiBuildIsCurrent } from './ui-build.js';
 
@@ -186,6 +187,7 @@ export function createWebUi(gateway: DemoGateway, options: WebUiOptions = {}): F
 
   registerQueryRoutes(app, gateway);
   registerConsoleRoutes(app, gateway);
+  registerMetricsRoutes(app, gateway);
 
   app.get('/*', (request, reply) => {
     const path = request.url.split('?')[0] ?? '/';

@@ -5,6 +5,7 @@ import type { Overview } from '../../api-types.js';
 import { AgentsView } from './views/agents.js';
 import { ConsolesView } from './views/consoles.js';
 import { LogsView } from './views/logs.js';
+import { MetricsView } from './views/metrics.js';
 import { QueryView } from './views/query.js';
 
 /** What every view receives from the frame. */
@@ -65,7 +66,7 @@ export const VIEWS: readonly ViewDefinition[] = [
     title: 'Metrics',
     icon: '∿',
     kinds: ['kubeMetrics', 'prometheusMetrics'],
-    planned: 'Node and pod CPU and memory from the Metrics API, and scraped Prometheus targets.',
+    component: MetricsView,
   },
   {
     id: 'query',
