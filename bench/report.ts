@@ -19,6 +19,7 @@ export const CASE_ORDER = [
   'footprint',
   'query',
   'prometheus-parse',
+  'prometheus-targets',
 ] as const;
 
 /** The README's generated block lies between these two lines. */

@@ -12,6 +12,7 @@ import { podLogsE2eBench } from './cases/pod-logs-e2e.js';
 import { podLogsBench } from './cases/pod-logs.js';
 import { queryBench } from './cases/query.js';
 import { prometheusParseBench } from './cases/prometheus-parse.js';
+import { prometheusTargetsBench } from './cases/prometheus-targets.js';
 import { streamBench } from './cases/stream.js';
 import {
   CASE_ORDER,
@@ -33,6 +34,7 @@ const CASES: readonly BenchCase[] = [
   footprintBench,
   queryBench,
   prometheusParseBench,
+  prometheusTargetsBench,
 ];
 // The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this;
 // demo-log-query stores a million records first: up to two minutes on a busy machine.
