@@ -123,17 +123,21 @@ function moveUsage(kc: KubeConfig, namespaces: readonly string[], label: string)
       const pods = await core.listNamespacedPod({ namespace, labelSelector: label });
       for (const [i, pod] of pods.items.entries()) {
         const seed = i + namespace.length;
+        // A JSON patch (client-node's default patch type): the pod's annotations with the two set.
         await core.patchNamespacedPod({
           namespace,
           name: pod.metadata?.name ?? '',
-          body: {
-            metadata: {
-              annotations: {
+          body: [
+            {
+              op: 'add',
+              path: '/metadata/annotations',
+              value: {
+                ...pod.metadata?.annotations,
                 'kwok.x-k8s.io/usage-cpu': `${String(wave(n, seed, 40, 450))}m`,
                 'kwok.x-k8s.io/usage-memory': `${String(wave(n, seed + 5, 60, 240))}Mi`,
               },
             },
-          },
+          ],
         });
       }
     }
