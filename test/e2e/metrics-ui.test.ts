@@ -203,11 +203,11 @@ describe('the Metrics view in headless Chromium', () => {
       return { points: Number(box?.dataset.points ?? 0), series: Number(box?.dataset.series ?? 0), inked };
     })()`);
 
-  /** Every chart has at least two samples per series. */
+  /** Every chart was given two samples per series, and uPlot holds (plotted) two sample times. */
   const CHARTS_HAVE_LINES = `['node-cpu', 'node-memory', 'pod-cpu', 'pod-memory'].every((id) => {
     const data = document.querySelector('.chart-' + id)?.dataset;
     const series = Number(data?.series ?? 0);
-    return series > 0 && Number(data?.points) >= 2 * series;
+    return series > 0 && Number(data?.points) >= 2 * series && Number(data?.plotted) >= 2;
   })`;
 
   it('draws node and pod CPU and memory as live line charts', async () => {
