@@ -21,6 +21,7 @@ export const CASE_ORDER = [
   'prometheus-parse',
   'console-round-trip',
   'state-watch',
+  'prometheus-targets',
 ] as const;
 
 /** The README's generated block lies between these two lines. */

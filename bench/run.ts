@@ -13,6 +13,7 @@ import { podLogsE2eBench } from './cases/pod-logs-e2e.js';
 import { podLogsBench } from './cases/pod-logs.js';
 import { queryBench } from './cases/query.js';
 import { prometheusParseBench } from './cases/prometheus-parse.js';
+import { prometheusTargetsBench } from './cases/prometheus-targets.js';
 import { streamBench } from './cases/stream.js';
 import { stateWatchBench } from './cases/state-watch.js';
 import {
@@ -37,6 +38,7 @@ const CASES: readonly BenchCase[] = [
   prometheusParseBench,
   consoleRoundTripBench,
   stateWatchBench,
+  prometheusTargetsBench,
 ];
 // The pod-logs-e2e case starts a test cluster and collector processes: a few minutes of this;
 // demo-log-query stores a million records first: up to two minutes on a busy machine.

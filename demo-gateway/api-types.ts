@@ -158,3 +158,47 @@ export interface ControlResult {
   readonly sent: boolean;
   readonly error?: string;
 }
+
+// The Metrics view (demo-gateway/metrics-routes.ts).
+
+/** One node's or pod's samples: [unix ms, CPU cores, memory bytes], oldest first. */
+export interface MetricSeries {
+  /** The node's name, or namespace/pod. */
+  readonly key: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly points: [number, number, number][];
+}
+
+export interface MetricsSnapshot {
+  readonly nodes: MetricSeries[];
+  readonly pods: MetricSeries[];
+}
+
+/** The newest scrape of one Prometheus family of one target. */
+export interface FamilyRow {
+  readonly targetUrl: string;
+  readonly name: string;
+  /** counter, gauge, histogram, summary, unspecified (untyped). */
+  readonly type: string;
+  readonly help: string;
+  readonly series: number;
+  /** The first few series; value null when it is NaN or ±Inf (left out of the JSON). */
+  readonly examples: { labels: Record<string, string>; value: number | null }[];
+  readonly scrapedAt: number;
+}
+
+/** A received profile; its raw pprof bytes are at /api/metrics/profiles/:id/pprof. */
+export interface ProfileRow {
+  readonly id: string;
+  readonly namespace: string;
+  readonly pod: string;
+  readonly container: string;
+  readonly workload: string;
+  /** cpu, heap or goroutine. */
+  readonly type: string;
+  readonly durationMs: number;
+  readonly timestamp: number;
+  readonly targetUrl: string;
+  readonly bytes: number;
+}

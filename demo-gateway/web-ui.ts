@@ -7,6 +7,7 @@ import { registerNodeRoutes } from './node-routes.js';
 import { registerClusterRoutes } from './cluster-routes.js';
 import type { DemoGateway } from './demo-gateway.js';
 import { parseLevels } from './log-store.js';
+import { registerMetricsRoutes } from './metrics-routes.js';
 import { registerQueryRoutes } from './query-routes.js';
 import { UI_OUT_DIR, uiBuildIsCurrent } from './ui-build.js';
 
@@ -190,6 +191,7 @@ export function createWebUi(gateway: DemoGateway, options: WebUiOptions = {}): F
   registerConsoleRoutes(app, gateway);
   registerNodeRoutes(app, gateway);
   registerClusterRoutes(app, gateway);
+  registerMetricsRoutes(app, gateway);
 
   app.get('/*', (request, reply) => {
     const path = request.url.split('?')[0] ?? '/';

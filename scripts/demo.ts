@@ -27,6 +27,7 @@ import {
 } from '../test/cluster/cluster.js';
 import { startDemoExecutor } from './demo-executor.js';
 import { startRealNodePod, TOOLBOX } from './demo-real-node-pod.js';
+import { startDemoMetrics } from './demo-metrics.js';
 import { SAMPLE_APPS, startSampleWorkload } from './demo-workload.js';
 
 const HOST = '127.0.0.1';
@@ -168,13 +169,23 @@ async function localCluster(): Promise<string> {
 let localBinDir: string | undefined;
 let localRealNode = false;
 
+function loadKube(path: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
+  return kc;
+}
+
 interface CollectorPorts {
   readonly grpc: number;
   readonly health: number;
   readonly metrics: number;
 }
 
-function collectorConfig(ports: CollectorPorts, spillDir: string): string {
+function collectorConfig(
+  ports: CollectorPorts,
+  spillDir: string,
+  collect: readonly string[] = [],
+): string {
   return [
     'gateway:',
     `  address: ${HOST}:${ports.grpc}`,
@@ -192,6 +203,7 @@ function collectorConfig(ports: CollectorPorts, spillDir: string): string {
     'query:',
     '  rules:',
     '    - {id: demo-nodes-view, resources: [nodes, pods, services, secrets, deployments]}',
+    ...(collect.length > 0 ? ['collect:', ...collect] : []),
     '',
   ].join('\n');
 }
@@ -295,8 +307,20 @@ async function main(): Promise<void> {
     health: await freePort(),
     metrics: await freePort(),
   };
+  // Metrics on, with a sample Prometheus endpoint and a pprof target: the Metrics view fills at once.
+  const demoMetrics = await startDemoMetrics({
+    binDir: cluster.binDir,
+    kc: cluster.local ? loadKube(cluster.kubeconfigPath) : undefined,
+    namespaces: cluster.local ? [...new Set(SAMPLE_APPS.map((a) => a.namespace))] : [],
+    podLabel: 'kubexa.io/demo=true',
+  });
+  cleanups.push({ what: 'demo metrics sources', run: () => demoMetrics.stop() });
+  say(`metrics sources: ${demoMetrics.describe}`);
   const configPath = join(workdir, 'config.yaml');
-  await writeFile(configPath, collectorConfig(ports, join(workdir, 'data')));
+  await writeFile(
+    configPath,
+    collectorConfig(ports, join(workdir, 'data'), demoMetrics.configLines),
+  );
   // The executor first: the collector asks it at start whether to advertise pod consoles.
   const executor = await startDemoExecutor({
     root,
@@ -400,7 +424,7 @@ function printBanner(info: {
   const rule = '─'.repeat(78);
   say('');
   say(rule);
-  say(`  Kubexa demo:     ${info.url}    (Logs, Agents, Consoles; Ctrl-C stops everything)`);
+  say(`  Kubexa demo:     ${info.url}    (every view in the left navigation; Ctrl-C stops everything)`);
   say(`  demo gateway:    gRPC ${HOST}:${info.grpcPort} (plaintext, token checked)`);
   say(
     `  collector:       health http://${HOST}:${ports.health}/healthz (/readyz)   metrics http://${HOST}:${ports.metrics}/metrics`,

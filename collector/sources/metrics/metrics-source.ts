@@ -2,6 +2,7 @@
 // discovered by pod annotations) and pprof profiles, all writing into the buffer through the
 // Sink contract. Nothing here fails readiness: a cluster without metrics-server is a cluster
 // without pod metrics, not a broken agent; availability is reported on its own.
+import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 import type { Clock } from '../../../shared/clock.js';
 import type { Sink, Source } from '../source.js';
@@ -50,6 +51,8 @@ export function createMetricsSource(
       : undefined;
   const parts = deps.parts ?? [];
   const abort = new AbortController();
+  // Every target's loop listens on this signal: hundreds of targets are not a listener leak.
+  setMaxListeners(0, abort.signal);
   let started = false;
   return {
     name: 'metrics',

@@ -1,8 +1,14 @@
-import type { V1Pod } from '@kubernetes/client-node';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../../test/helpers/fake-clock.js';
 import { captureLogs } from '../../../test/helpers/gateway-harness.js';
-import { PodDiscovery, prometheusUrl, type RunningPod } from './pod-discovery.js';
+import type { ListWatch } from '../../watch/list-watch.js';
+import {
+  PodDiscovery,
+  prometheusUrl,
+  watchedPod,
+  type RunningPod,
+  type WatchedPod,
+} from './pod-discovery.js';
 
 const running = (
   annotations: Record<string, string>,
@@ -48,43 +54,93 @@ describe('prometheus.io annotations', () => {
     );
   });
 
-  it('keeps only Running pods with an IP that match pod_names', async () => {
-    const pod = (name: string, phase: string, ip?: string): V1Pod => ({
-      metadata: {
-        name,
-        namespace: 'shop',
-        annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '1' },
+  it('follows the watch: Running pods with an IP that match pod_names, changes applied at once', async () => {
+    const pod = (
+      name: string,
+      phase: string,
+      ip: string | undefined,
+      [rv = '', port = '1']: string[],
+    ) =>
+      watchedPod({
+        metadata: {
+          name,
+          namespace: 'shop',
+          uid: `uid-${name}`,
+          resourceVersion: rv,
+          annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': port },
+        },
+        spec: { containers: [{ name: 'app', env: [{ name: 'SECRET', value: 'x' }] }] },
+        status: { phase, ...(ip === undefined ? {} : { podIP: ip }) },
+      });
+    const applied: string[][] = [];
+    const events: ((emit: (type: string, object: WatchedPod) => void) => void)[] = [];
+    let emit: ((type: string, object: WatchedPod) => void) | undefined;
+    const pods: ListWatch<WatchedPod> = {
+      list: () =>
+        Promise.resolve({
+          items: [
+            pod('web-1', 'Running', '10.0.0.1', ['1']),
+            pod('web-2', 'Pending', '10.0.0.2', ['2']),
+            pod('web-3', 'Running', undefined, ['3']),
+            pod('api-1', 'Running', '10.0.0.4', ['4']),
+          ],
+          resourceVersion: '4',
+        }),
+      watch: (_rv, onEvent, signal) => {
+        emit = onEvent;
+        for (const step of events) step(onEvent);
+        return new Promise((resolve) => {
+          signal.addEventListener('abort', () => {
+            resolve();
+          });
+        });
       },
-      status: { phase, ...(ip === undefined ? {} : { podIP: ip }) },
-    });
-    let applied: string[] = [];
+    };
     const discovery = new PodDiscovery(
       {
         what: 'prometheus',
-        namespace: '',
-        labelSelector: '',
         podNames: ['web-*'],
-        refreshMs: 1000,
+        refreshMs: 0,
         targetsOf: (p) => [prometheusUrl(p) ?? ''],
         apply: (targets) => {
-          applied = [...targets];
+          applied.push([...targets]);
         },
       },
-      {
-        clock: new FakeClock(),
-        logger: captureLogs().logger,
-        lister: {
-          list: () =>
-            Promise.resolve([
-              pod('web-1', 'Running', '10.0.0.1'),
-              pod('web-2', 'Pending', '10.0.0.2'),
-              pod('web-3', 'Running'),
-              pod('api-1', 'Running', '10.0.0.4'),
-            ]),
-        },
-      },
+      { pods, clock: new FakeClock(), logger: captureLogs().logger },
     );
-    await discovery.refresh(new AbortController().signal);
-    expect(applied).toEqual(['http://10.0.0.1:1/metrics']);
+    const abort = new AbortController();
+    discovery.start(abort.signal);
+    try {
+      await vi.waitFor(() => {
+        expect(applied.at(-1)).toEqual(['http://10.0.0.1:1/metrics']);
+      });
+      // A relist of four pods is one apply, not four.
+      expect(applied).toHaveLength(1);
+      await vi.waitFor(() => {
+        expect(emit).toBeDefined();
+      });
+      emit?.('MODIFIED', pod('web-2', 'Running', '10.0.0.2', ['5']));
+      await vi.waitFor(() => {
+        expect(applied.at(-1)).toEqual(['http://10.0.0.1:1/metrics', 'http://10.0.0.2:1/metrics']);
+      });
+      emit?.('MODIFIED', pod('web-1', 'Running', '10.0.0.1', ['6', '9102']));
+      emit?.('DELETED', pod('web-2', 'Running', '10.0.0.2', ['7']));
+      await vi.waitFor(() => {
+        expect(applied.at(-1)).toEqual(['http://10.0.0.1:9102/metrics']);
+      });
+    } finally {
+      abort.abort();
+      await discovery.stopped();
+    }
+  });
+
+  it('keeps only what discovery reads of a pod', () => {
+    const cached = watchedPod({
+      metadata: { name: 'a', namespace: 'n', uid: 'u', resourceVersion: '9' },
+      spec: { containers: [{ name: 'app', env: [{ name: 'TOKEN', value: 'secret' }] }] },
+      status: { phase: 'Running', podIP: '10.0.0.9' },
+    });
+    expect(cached.key).toBe('n/a');
+    expect(JSON.stringify(cached)).not.toContain('secret');
   });
 });

@@ -1,39 +1,77 @@
-// Pods found by their annotations: relisted every `refresh` and turned into targets scraped at
+// Pods found by their annotations, through the collector's shared list/watch layer
+// (collector/watch/): a pod that starts, changes its annotations or goes away changes the
+// targets at once, and a periodic resync re-evaluates every cached pod. Targets are scraped at
 // the pod's IP, as Prometheus does, so the collector needs no pods/proxy grant (its identity
-// never reaches into a pod through the API server). A plain periodic list behind PodLister for
-// now; the shared watch layer can stand in for it later.
-import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+// never reaches into a pod through the API server).
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import { minimatch } from 'minimatch';
 import type { Logger } from 'pino';
 import type { Clock } from '../../../shared/clock.js';
+import { Informer, objectKey, type Cached } from '../../watch/informer.js';
+import { KubeHttp } from '../../watch/kube-http.js';
+import { kubeListWatch, type KubeObject } from '../../watch/kube-list-watch.js';
+import type { ListWatch } from '../../watch/list-watch.js';
 import type { MetricsPart } from './metrics-source.js';
-import { describeApiError } from './metrics-api.js';
-import { runLoop } from './schedule.js';
 
-export interface PodLister {
-  list(namespace: string, labelSelector: string, signal: AbortSignal): Promise<readonly V1Pod[]>;
+/** A watched pod: only what discovery reads of it (annotations, ports, owner, phase, IP). */
+export interface WatchedPod extends Cached {
+  readonly pod: V1Pod;
 }
 
-export function kubePodLister(kube: KubeConfig): PodLister {
-  const core = kube.makeApiClient(CoreV1Api);
+/** What the cache keeps of a pod: never its env, volumes or anything else it does not read. */
+export function watchedPod(object: KubeObject): WatchedPod {
+  const pod = object as V1Pod;
+  const metadata = pod.metadata ?? {};
   return {
-    async list(namespace, labelSelector) {
-      const selector = labelSelector === '' ? {} : { labelSelector };
-      const list =
-        namespace === ''
-          ? await core.listPodForAllNamespaces(selector)
-          : await core.listNamespacedPod({ namespace, ...selector });
-      return list.items;
+    key: objectKey(metadata.namespace, metadata.name),
+    uid: metadata.uid ?? '',
+    resourceVersion: metadata.resourceVersion ?? '',
+    pod: {
+      metadata: defined({
+        name: metadata.name,
+        namespace: metadata.namespace,
+        uid: metadata.uid,
+        labels: metadata.labels,
+        annotations: metadata.annotations,
+        ownerReferences: metadata.ownerReferences,
+        deletionTimestamp: metadata.deletionTimestamp,
+      }),
+      spec: {
+        containers: (pod.spec?.containers ?? []).map((c) => ({
+          name: c.name,
+          ...(c.ports === undefined ? {} : { ports: c.ports }),
+        })),
+      },
+      status: defined({ phase: pod.status?.phase, podIP: pod.status?.podIP }),
     },
   };
+}
+
+/** The object without its undefined fields (optional fields are absent, never undefined). */
+function defined<T extends object>(object: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as {
+    [K in keyof T]?: Exclude<T[K], undefined>;
+  };
+}
+
+/** The pods of a namespace ('' = all) and label selector, through the watch layer. */
+export function kubePodWatch(
+  kube: KubeConfig,
+  namespace: string,
+  labelSelector: string,
+): ListWatch<WatchedPod> {
+  return kubeListWatch(
+    new KubeHttp(kube),
+    { group: '', version: 'v1', resource: 'pods', namespaced: true, namespace, labelSelector },
+    watchedPod,
+  );
 }
 
 export interface DiscoveryOptions<T> {
   /** For log lines: "prometheus" or "profiles". */
   readonly what: string;
-  readonly namespace: string;
-  readonly labelSelector: string;
   readonly podNames: readonly string[];
+  /** Every cached pod is evaluated again this often (changes apply at once anyway). */
   readonly refreshMs: number;
   /** The targets a running pod asks for (none when it is not annotated). */
   readonly targetsOf: (pod: RunningPod) => readonly T[];
@@ -41,7 +79,8 @@ export interface DiscoveryOptions<T> {
 }
 
 export interface DiscoveryDeps {
-  readonly lister: PodLister;
+  /** The rule's pods (namespace and label selector applied by the list/watch). */
+  readonly pods: ListWatch<WatchedPod>;
   readonly clock: Clock;
   readonly logger: Logger;
 }
@@ -59,55 +98,61 @@ const GLOB = { dot: true, nocomment: true, nonegate: true } as const;
 
 export class PodDiscovery<T> implements MetricsPart {
   readonly #options: DiscoveryOptions<T>;
-  readonly #deps: DiscoveryDeps;
-  #loop: Promise<void> = Promise.resolve();
-  #lastError = '';
+  readonly #informer: Informer<WatchedPod>;
+  #run: Promise<void> = Promise.resolve();
+  #pending = false;
 
   constructor(options: DiscoveryOptions<T>, deps: DiscoveryDeps) {
     this.#options = options;
-    this.#deps = deps;
+    this.#informer = new Informer(deps.pods, {
+      name: `pods (${options.what} discovery)`,
+      clock: deps.clock,
+      logger: deps.logger,
+      resyncMs: options.refreshMs,
+      // Until the first list is applied the cache is partial: targets are applied once synced.
+      onChange: () => {
+        if (this.#informer.synced()) this.#schedule();
+      },
+      onSynced: () => {
+        this.#schedule();
+      },
+      onForbidden: (err, verb) => {
+        deps.logger.warn(
+          { what: options.what, verb, reason: err instanceof Error ? err.message : String(err) },
+          'pod discovery is not allowed to read pods; keeping the previous targets',
+        );
+      },
+    });
   }
 
   start(signal: AbortSignal): void {
-    this.#loop = runLoop(
-      { clock: this.#deps.clock, signal, initialDelayMs: 0 },
-      async (loopSignal) => {
-        await this.refresh(loopSignal);
-        return this.#options.refreshMs;
-      },
-      (err) => {
-        this.#deps.logger.error({ err, what: this.#options.what }, 'pod discovery bug');
-        return this.#options.refreshMs;
-      },
-    );
+    this.#run = this.#informer.run(signal);
   }
 
   stopped(): Promise<void> {
-    return this.#loop;
+    return this.#run;
   }
 
-  /** Lists once and applies the targets; a failed list keeps the previous targets. */
-  async refresh(signal: AbortSignal): Promise<void> {
-    const { namespace, labelSelector, podNames, targetsOf, apply, what } = this.#options;
-    let pods;
-    try {
-      pods = await this.#deps.lister.list(namespace, labelSelector, signal);
-    } catch (err: unknown) {
-      if (signal.aborted) return;
-      const reason = describeApiError(err);
-      if (reason !== this.#lastError) {
-        this.#lastError = reason;
-        this.#deps.logger.warn(
-          { what, reason },
-          'pod discovery list failed; keeping the previous targets',
-        );
-      }
-      return;
-    }
-    this.#lastError = '';
+  /** True once the first pod list has been applied. */
+  synced(): boolean {
+    return this.#informer.synced();
+  }
+
+  /** One apply per burst of changes (a relist of hundreds of pods is one apply). */
+  #schedule(): void {
+    if (this.#pending) return;
+    this.#pending = true;
+    queueMicrotask(() => {
+      this.#pending = false;
+      this.#apply();
+    });
+  }
+
+  #apply(): void {
+    const { podNames, targetsOf, apply } = this.#options;
     const targets: T[] = [];
-    for (const pod of pods) {
-      const running = runningPod(pod);
+    for (const cached of this.#informer.values()) {
+      const running = runningPod(cached.pod);
       if (running === undefined) continue;
       if (podNames.length > 0 && !podNames.some((glob) => minimatch(running.name, glob, GLOB))) {
         continue;

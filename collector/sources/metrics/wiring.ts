@@ -10,7 +10,7 @@ import type { MessageIdentity } from './encode.js';
 import { compileFilter } from './family-json.js';
 import { kubeMetricsApi } from './metrics-api.js';
 import {
-  kubePodLister,
+  kubePodWatch,
   PodDiscovery,
   pprofUrl,
   prometheusUrl,
@@ -69,8 +69,6 @@ export function wireMetricsSource(
       new PodDiscovery(
         {
           what: 'prometheus',
-          namespace: discovery.namespace,
-          labelSelector: discovery.label_selector,
           podNames: discovery.pod_names,
           refreshMs: discovery.refresh,
           targetsOf: (pod) => {
@@ -94,7 +92,11 @@ export function wireMetricsSource(
             discovered.setTargets(targets);
           },
         },
-        { lister: kubePodLister(deps.kube), clock: deps.clock, logger: deps.logger },
+        {
+          pods: kubePodWatch(deps.kube, discovery.namespace, discovery.label_selector),
+          clock: deps.clock,
+          logger: deps.logger,
+        },
       ),
     );
   }
@@ -126,8 +128,6 @@ export function wireMetricsSource(
         new PodDiscovery(
           {
             what: 'profiles',
-            namespace: profiles.namespace,
-            labelSelector: profiles.label_selector,
             podNames: [],
             refreshMs: metrics.annotation_discovery.refresh,
             targetsOf: (pod) => {
@@ -148,7 +148,11 @@ export function wireMetricsSource(
               profileTargets.setTargets([...configured, ...targets]);
             },
           },
-          { lister: kubePodLister(deps.kube), clock: deps.clock, logger: deps.logger },
+          {
+            pods: kubePodWatch(deps.kube, profiles.namespace, profiles.label_selector),
+            clock: deps.clock,
+            logger: deps.logger,
+          },
         ),
       );
     }

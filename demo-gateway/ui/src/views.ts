@@ -6,6 +6,7 @@ import { AgentsView } from './views/agents.js';
 import { ConsolesView } from './views/consoles.js';
 import { LogsView } from './views/logs.js';
 import { NodesView } from './views/nodes.js';
+import { MetricsView } from './views/metrics.js';
 import { QueryView } from './views/query.js';
 import { EventsView } from './views/events.js';
 import { StateView } from './views/state.js';
@@ -68,7 +69,7 @@ export const VIEWS: readonly ViewDefinition[] = [
     title: 'Metrics',
     icon: '∿',
     kinds: ['kubeMetrics', 'prometheusMetrics'],
-    planned: 'Node and pod CPU and memory from the Metrics API, and scraped Prometheus targets.',
+    component: MetricsView,
   },
   {
     id: 'query',
