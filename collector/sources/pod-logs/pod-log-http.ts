@@ -14,6 +14,7 @@ import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { AGENT_VERSION } from '../../../shared/version.js';
 import type { LogRequest } from './kube-access.js';
+import { TurnBudget } from './turn-budget.js';
 
 /** A refused log request; `statusCode` is what errorCode() reads (403, 404, 400...). */
 export class PodLogRequestError extends Error {
@@ -104,10 +105,13 @@ export function logUrl(server: string, request: LogRequest): URL {
 
 export class PodLogHttp {
   readonly #kc: KubeConfig;
+  /** Shared by every read of this client: the time all of them may take in one turn. */
+  readonly #budget: TurnBudget;
   #agent: { material: AgentMaterial; agent: http.Agent } | undefined;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeConfig, budget: TurnBudget = new TurnBudget()) {
     this.#kc = kc;
+    this.#budget = budget;
   }
 
   /**
@@ -151,7 +155,7 @@ export class PodLogHttp {
             }, reject);
             return;
           }
-          response.on('data', (chunk: Buffer) => {
+          const handle = (chunk: Buffer): void => {
             try {
               onChunk(chunk);
             } catch (err: unknown) {
@@ -159,12 +163,25 @@ export class PodLogHttp {
               outgoing.destroy();
               reject(err instanceof Error ? err : new Error(String(err)));
             }
+          };
+          // Handled now, or in a later turn once this one's budget is spent (turn-budget.ts).
+          response.on('data', (chunk: Buffer) => {
+            this.#budget.offer(response, chunk, handle);
           });
           response.once('error', () => undefined);
           response.once('close', () => {
+            // An aborted read hands over nothing more; any other waits for its last chunks.
+            if (signal.aborted) {
+              this.#budget.forget(response);
+              resolve();
+              return;
+            }
             // `complete`: the body ended as the server meant it to (the last chunk arrived).
-            if (response.complete || signal.aborted) resolve();
-            else reject(new Error('log stream cut before its end'));
+            const complete = response.complete;
+            void this.#budget.settled(response).then(() => {
+              if (complete || signal.aborted) resolve();
+              else reject(new Error('log stream cut before its end'));
+            });
           });
         },
       );
