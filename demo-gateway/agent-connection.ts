@@ -37,6 +37,12 @@ export interface AdmissionOptions {
   readonly holdAcks?: boolean;
   /** Sent in the handshake reply. */
   readonly initialConfig?: ConfigSnapshot;
+  /**
+   * Index every log line for the Logs view (true, the default). Benchmarks of the agent turn it
+   * off: the messages are still stored and deduplicated, but the per-line rows cost the gateway
+   * more CPU than the agent spends on the same lines, on the same cores.
+   */
+  readonly indexLogLines?: boolean;
 }
 
 export type { SessionInfo } from './api-types.js';
@@ -286,7 +292,9 @@ export class AgentConnection {
     const payload = message.payload;
     const lines =
       payload?.$case === 'logs'
-        ? logLinesOf(payload.value, context)
+        ? this.#options.indexLogLines === false
+          ? []
+          : logLinesOf(payload.value, context)
         : payload?.$case === 'heartbeat'
           ? rateLimitMarker(this.#info.lastHeartbeat, payload.value.health, context)
           : [];
