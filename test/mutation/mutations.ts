@@ -646,6 +646,25 @@ export const MUTATIONS: readonly Mutation[] = [
     breaks:
       'the demo gateway opens HTTP/2 windows larger than 64 KiB, as the real gateway grows them',
   },
+  {
+    id: 'demo-logs-text-not-rechecked',
+    area: 'gateway stream',
+    file: 'demo-gateway/log-store.ts',
+    original: 'const where = whereOf(filter);',
+    replacement:
+      'const where = whereOf(usesTextIndex(filter) ? { ...filter, text: undefined } : filter);',
+    tests: ['demo-gateway/log-store-text.test.ts'],
+    breaks: "a free-text search answers exactly the LIKE's matches, not the index's wider ones",
+  },
+  {
+    id: 'demo-logs-text-not-indexed',
+    area: 'gateway stream',
+    file: 'demo-gateway/log-store.ts',
+    original: 'this.#insertText.run(lastInsertRowid, line.raw);',
+    replacement: '',
+    tests: ['demo-gateway/log-store-text.test.ts'],
+    breaks: 'every stored record is found by a free-text search',
+  },
   // ---- executor guard: the privileged half trusts nothing ----
   {
     id: 'guard-gate-check-removed',
