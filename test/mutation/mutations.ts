@@ -637,6 +637,16 @@ export const MUTATIONS: readonly Mutation[] = [
     ci: true,
   },
   {
+    id: 'podlogs-queued-chunk-after-abort',
+    area: 'pod logs',
+    file: 'collector/sources/pod-logs/pod-log-http.ts',
+    original: 'if (over || signal.aborted) return;',
+    replacement: '',
+    tests: ['collector/sources/pod-logs/turn-budget.test.ts'],
+    breaks: 'no chunk of an aborted read reaches its log, not even one that waited its turn',
+    ci: true,
+  },
+  {
     id: 'demo-gateway-default-windows',
     area: 'gateway stream',
     file: 'demo-gateway/http2-windows.ts',

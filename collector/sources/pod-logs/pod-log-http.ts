@@ -138,6 +138,29 @@ export class PodLogHttp {
     const agent = proxied || plain ? clientNodeAgent(options) : this.#tlsAgentFor(options);
     const send = plain ? http.request : https.request;
     await new Promise<void>((resolve, reject) => {
+      let body: http.IncomingMessage | undefined;
+      /** Set once the read is over: no chunk is handed over after it, even one still queued. */
+      let over = false;
+      /**
+       * Ends the read. Aborted: at once, its queued chunks dropped (the caller has moved on).
+       * Otherwise once the chunks queued before the end were handed over, in order.
+       */
+      const finish = (err?: Error): void => {
+        if (over) return;
+        const queued = body;
+        if (signal.aborted || queued === undefined) {
+          over = true;
+          if (queued) this.#budget.forget(queued);
+          if (err === undefined || signal.aborted) resolve();
+          else reject(err);
+          return;
+        }
+        void this.#budget.settled(queued).then(() => {
+          over = true;
+          if (err === undefined || signal.aborted) resolve();
+          else reject(err);
+        });
+      };
       const outgoing = send(
         url,
         {
@@ -155,11 +178,17 @@ export class PodLogHttp {
             }, reject);
             return;
           }
+          body = response;
           const handle = (chunk: Buffer): void => {
+            // A chunk that waited in the queue past an abort or the read's end is dropped: the
+            // caller may already read the same container on a new connection.
+            if (over || signal.aborted) return;
             try {
               onChunk(chunk);
             } catch (err: unknown) {
               // A throwing consumer ends this connection, not the process.
+              over = true;
+              this.#budget.forget(response);
               outgoing.destroy();
               reject(err instanceof Error ? err : new Error(String(err)));
             }
@@ -170,24 +199,13 @@ export class PodLogHttp {
           });
           response.once('error', () => undefined);
           response.once('close', () => {
-            // An aborted read hands over nothing more; any other waits for its last chunks.
-            if (signal.aborted) {
-              this.#budget.forget(response);
-              resolve();
-              return;
-            }
             // `complete`: the body ended as the server meant it to (the last chunk arrived).
-            const complete = response.complete;
-            void this.#budget.settled(response).then(() => {
-              if (complete || signal.aborted) resolve();
-              else reject(new Error('log stream cut before its end'));
-            });
+            finish(response.complete ? undefined : new Error('log stream cut before its end'));
           });
         },
       );
       outgoing.once('error', (err) => {
-        if (signal.aborted) resolve();
-        else reject(err);
+        finish(err);
       });
       outgoing.end();
     });

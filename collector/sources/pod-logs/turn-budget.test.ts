@@ -187,4 +187,53 @@ describe('PodLogHttp with a turn budget', () => {
     // Without the budget a turn takes whatever the sockets hold (dozens of 64 KiB chunks).
     expect(Math.max(...chunksPerTurn.values())).toBeLessThanOrEqual(4);
   });
+
+  it('hands over no chunk after the read was aborted, even one that waited in the queue', async () => {
+    const server = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      response.end(Buffer.alloc(4 * 1024 * 1024, 'a\n'));
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [
+        {
+          name: 'c',
+          server: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`,
+          skipTLSVerify: true,
+        },
+      ],
+      users: [{ name: 'u', token: 'test-token-123' }],
+      contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+      currentContext: 'ctx',
+    });
+    let clock = 0;
+    const reader = new PodLogHttp(kc, new TurnBudget(BUDGET_MS, () => clock));
+    const controllers = [new AbortController(), new AbortController()];
+    let handed = 0;
+    let afterAbort = 0;
+    try {
+      // Two reads share the budget, so chunks of both wait in its queue when one is aborted.
+      await Promise.all(
+        controllers.map((controller, i) =>
+          reader.read(
+            { namespace: 'ns', pod: `p${String(i)}`, container: 'c', follow: true },
+            controller.signal,
+            () => {
+              if (controller.signal.aborted) afterAbort++;
+              clock += CHUNK_COST_MS;
+              if (++handed === 6) for (const c of controllers) c.abort();
+            },
+          ),
+        ),
+      );
+      // Let any queued chunk's turn come.
+      for (let i = 0; i < 20; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+    } finally {
+      reader.close();
+    }
+    expect(handed).toBeGreaterThanOrEqual(6);
+    expect(afterAbort).toBe(0);
+  });
 });
