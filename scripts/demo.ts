@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
@@ -21,7 +22,7 @@ import { createWebUi } from '../demo-gateway/web-ui.js';
 import { ConfigSnapshot } from '../proto/index.js';
 import { startCluster, stopCluster, type ClusterOptions } from '../test/cluster/cluster.js';
 import { startDemoExecutor } from './demo-executor.js';
-import { SAMPLE_APPS, startSampleWorkload } from './demo-workload.js';
+import { SAMPLE_APPS, startSampleWorkload, type SampleWorkload } from './demo-workload.js';
 
 const HOST = '127.0.0.1';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -45,6 +46,10 @@ const cleanups: Cleanup[] = [];
 function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
+
+const startedAt = performance.now();
+/** Seconds since the demo started, for the milestones it prints (where the first 15 s go). */
+const since = (): string => `${((performance.now() - startedAt) / 1000).toFixed(1)} s`;
 
 /** The current kubeconfig, if one is configured and its API server answers. */
 async function reachableKubeconfig(): Promise<
@@ -142,7 +147,9 @@ async function localCluster(): Promise<string> {
   );
   cleanups.push({ what: 'local cluster', run: () => stopCluster(options) });
   const cluster = await startCluster(options);
-  say(`local cluster up in ${cluster.startMs} ms; kubeconfig ${cluster.kubeconfigPath}`);
+  say(
+    `local cluster up in ${cluster.startMs} ms (at ${since()}); kubeconfig ${cluster.kubeconfigPath}`,
+  );
   localBinDir = cluster.binDir;
   return cluster.kubeconfigPath;
 }
@@ -230,10 +237,15 @@ async function main(): Promise<void> {
     say(USAGE);
     return;
   }
-  if (await ensureUiBuilt()) say('built the web UI (dist/demo-ui)');
+  // The web UI's first build and the cluster's start overlap: neither needs the other.
+  const uiBuilt = ensureUiBuilt().then((built) => {
+    if (built) say(`built the web UI (dist/demo-ui) at ${since()}`);
+  });
+  uiBuilt.catch(() => undefined);
   const cluster: Cluster = values['current-context']
     ? await currentCluster(values.yes)
     : { kubeconfigPath: await localCluster(), binDir: localBinDir, local: true };
+  await uiBuilt;
 
   const gateway = new DemoGateway(
     {
@@ -249,6 +261,12 @@ async function main(): Promise<void> {
     { logger: pino({ level: 'warn' }) },
   );
   const grpcPort = await gateway.listen(HOST, Number(values['grpc-port']));
+  const onFirstLogs = (message: { payload?: { $case: string } | undefined }): void => {
+    if (message.payload?.$case !== 'logs') return;
+    gateway.events.off('message', onFirstLogs);
+    say(`first log lines at the demo gateway at ${since()}: the Logs view has data`);
+  };
+  gateway.events.on('message', onFirstLogs);
   const ui = createWebUi(gateway);
   let url: string;
   try {
@@ -271,6 +289,10 @@ async function main(): Promise<void> {
     health: await freePort(),
     metrics: await freePort(),
   };
+  // The sample workload is created while the executor and the collector start (its pods take a
+  // few seconds to run): the collector finds them through its watch.
+  const workloadStarted = cluster.local ? startWorkload(cluster, workdir) : undefined;
+  workloadStarted?.catch(() => undefined);
   const configPath = join(workdir, 'config.yaml');
   await writeFile(configPath, collectorConfig(ports, join(workdir, 'data')));
   // The executor first: the collector asks it at start whether to advertise pod consoles.
@@ -299,6 +321,7 @@ async function main(): Promise<void> {
     process.stderr.write(`executor ! ${chunk.toString()}`),
   );
   await waitForSocket(executor.socketPath);
+  say(`executor listening at ${since()}`);
   const collector = spawn(
     process.execPath,
     ['--import', 'tsx', join(root, 'collector', 'main.ts'), `--config=${configPath}`],
@@ -325,11 +348,8 @@ async function main(): Promise<void> {
     },
   });
   relayLogs(collector);
-  // Created while the collector starts: it finds the pods through its watch.
-  if (cluster.local) {
-    const kc = new KubeConfig();
-    kc.loadFromFile(cluster.kubeconfigPath);
-    const workload = await startSampleWorkload(kc, workdir);
+  if (workloadStarted) {
+    const workload = await workloadStarted;
     cleanups.push({
       what: 'sample workload',
       run: () => {
@@ -338,7 +358,7 @@ async function main(): Promise<void> {
       },
     });
     say(
-      `sample workload: ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
+      `sample workload (at ${since()}): ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
     );
   }
 
@@ -352,9 +372,15 @@ async function main(): Promise<void> {
       );
     }),
   ]);
-  say(`collector connected: cluster ${session.clusterId}, agent ${session.agentId}`);
+  say(`collector connected at ${since()}: cluster ${session.clusterId}, agent ${session.agentId}`);
   const [code, signal] = await exited;
   if (!stopping) throw new Error(`the collector exited (${signal ?? `code ${String(code)}`})`);
+}
+
+function startWorkload(cluster: Cluster, workdir: string): Promise<SampleWorkload> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(cluster.kubeconfigPath);
+  return startSampleWorkload(kc, workdir);
 }
 
 function printBanner(info: {
