@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { LogBatch, LogEntry, LogLevel } from '../proto/index.js';
 import type { LogFilter } from './api-types.js';
 import { logLinesOf } from './log-lines.js';
+import { COMMON_TEXT_RECORDS } from './log-store.js';
 import { MessageStore } from './message-store.js';
 
 const cleanup: (() => void)[] = [];
@@ -139,6 +140,20 @@ describe('log store free-text search', () => {
     expect(plan).not.toMatch(/TEMP B-TREE/);
     // Two characters cannot use trigrams: the LIKE over log_lines, still newest first.
     expect(store.logs.plan({ text: 'ab' }).join(' | ')).not.toMatch(/VIRTUAL TABLE/);
+  });
+
+  it('scans newest first for a text in many records, with the same answer', () => {
+    const texts = Array.from({ length: COMMON_TEXT_RECORDS + 10 }, (_, i) =>
+      i % 500 === 1 ? `GET /api/rare/${String(i)}` : `GET /api/items/${String(i)} 200`,
+    );
+    const store = storeWith(texts);
+    expect(store.logs.plan({ text: 'get /api' }).join(' | ')).not.toMatch(/VIRTUAL TABLE/);
+    expect(store.logs.plan({ text: '/rare/' }).join(' | ')).toMatch(/VIRTUAL TABLE INDEX/);
+    for (const text of ['get /api', '/rare/', 'items/20']) {
+      expect(rawOf(store, { text }), text).toEqual(
+        texts.filter((record) => likeMatches(record, text)).slice(-1000),
+      );
+    }
   });
 
   it('indexes the records of a store file written before the text index existed', () => {

@@ -108,6 +108,12 @@ export const LOG_TEXT_SCHEMA = `
 
 /** The trigram index needs three characters; a shorter text is matched by the LIKE alone. */
 const MIN_INDEXED_TEXT_CHARS = 3;
+/**
+ * A text found in at least this many records is common: the LIKE scan, newest first, fills a
+ * page after a few hundred rows, while the index would walk its long lists backwards (seconds
+ * for a text in every record). Below it the index's candidates are few, whatever the page.
+ */
+export const COMMON_TEXT_RECORDS = 2000;
 
 /** An FTS5 string: the text as one phrase, so every character is literal. */
 const ftsPhrase = (text: string): string => `"${text.replace(/"/g, '""')}"`;
@@ -173,9 +179,9 @@ function pageQuery(
   filter: LogFilter,
   columns: string,
   page: { limit: number; before?: number | undefined; after?: number | undefined },
+  indexed: boolean,
 ): { sql: string; params: (string | number)[] } {
   const where = whereOf(filter);
-  const indexed = usesTextIndex(filter);
   const seq = indexed ? 'log_text.rowid' : 'seq';
   const clauses = where.sql === '' ? [] : [where.sql];
   const params: (string | number)[] = [];
@@ -206,6 +212,7 @@ export class LogStore {
   readonly #db: Database.Database;
   readonly #insert: Database.Statement;
   readonly #insertText: Database.Statement<[number | bigint, string]>;
+  readonly #countText: Database.Statement<[string], { n: number }>;
   readonly #facets = {
     namespace: new Set<string>(),
     workload: new Set<string>(),
@@ -231,6 +238,9 @@ export class LogStore {
       );
     }
     this.#insertText = db.prepare('INSERT INTO log_text (rowid, text) VALUES (?, ?)');
+    this.#countText = db.prepare(
+      `SELECT COUNT(*) AS n FROM (SELECT 1 FROM log_text WHERE log_text MATCH ? LIMIT ${COMMON_TEXT_RECORDS})`,
+    );
     this.#insert = db.prepare(
       `INSERT INTO log_lines (message_id, idx, kind, session_id, time_ms, received_at,
          namespace, pod, container, workload, workload_kind, node, level, message, raw,
@@ -310,7 +320,12 @@ export class LogStore {
     page: { limit: number; before?: number | undefined; after?: number | undefined },
   ): LogPage {
     const limit = Math.max(1, Math.min(MAX_PAGE, Math.floor(page.limit)));
-    const { sql, params } = pageQuery(filter, COLUMNS, { ...page, limit: limit + 1 });
+    const { sql, params } = pageQuery(
+      filter,
+      COLUMNS,
+      { ...page, limit: limit + 1 },
+      this.#rareText(filter),
+    );
     const rows = this.#db.prepare<(string | number)[], LogRow>(sql).all(...params);
     const hasOlder = rows.length > limit;
     return {
@@ -322,11 +337,18 @@ export class LogStore {
 
   /** The query plan of a filter, for tests that an index serves it. */
   plan(filter: LogFilter): string[] {
-    const { sql, params } = pageQuery(filter, 'seq', { limit: 201 });
+    const { sql, params } = pageQuery(filter, 'seq', { limit: 201 }, this.#rareText(filter));
     return this.#db
       .prepare<(string | number)[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`)
       .all(...params)
       .map((r) => r.detail);
+  }
+
+  /** An indexed text found in fewer than COMMON_TEXT_RECORDS records: the index serves it. */
+  #rareText(filter: LogFilter): boolean {
+    if (!usesTextIndex(filter)) return false;
+    const found = this.#countText.get(ftsPhrase(filter.text ?? ''))?.n ?? 0;
+    return found < COMMON_TEXT_RECORDS;
   }
 
   newestSeq(): number {
