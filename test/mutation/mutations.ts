@@ -634,7 +634,6 @@ export const MUTATIONS: readonly Mutation[] = [
     replacement: 'if (next && !next.stream.destroyed) next.handle(next.chunk);',
     tests: ['collector/sources/pod-logs/turn-budget.test.ts'],
     breaks: 'chunks queued before their stream closed are still handed over, in order',
-    ci: true,
   },
   {
     id: 'podlogs-queued-chunk-after-abort',
