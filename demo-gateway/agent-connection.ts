@@ -42,6 +42,11 @@ export interface AdmissionOptions {
    * "pod_lifecycle"); none by default, as a gateway that predates them.
    */
   readonly acceptedPayloads?: readonly string[];
+   * Index every log line for the Logs view (true, the default). Benchmarks of the agent turn it
+   * off: the messages are still stored and deduplicated, but the per-line rows cost the gateway
+   * more CPU than the agent spends on the same lines, on the same cores.
+   */
+  readonly indexLogLines?: boolean;
 }
 
 export type { SessionInfo } from './api-types.js';
@@ -294,7 +299,9 @@ export class AgentConnection {
     const payload = message.payload;
     const lines =
       payload?.$case === 'logs'
-        ? logLinesOf(payload.value, context)
+        ? this.#options.indexLogLines === false
+          ? []
+          : logLinesOf(payload.value, context)
         : payload?.$case === 'heartbeat'
           ? rateLimitMarker(this.#info.lastHeartbeat, payload.value.health, context)
           : [];

@@ -18,6 +18,7 @@ import { DemoGateway, type DemoGatewayOptions } from './demo-gateway.js';
 import { MessageStore } from './message-store.js';
 import { uiSourceHash } from './ui-build.js';
 import { createWebUi } from './web-ui.js';
+import { until } from '../test/helpers/wait.js';
 
 type Call = ClientDuplexStream<AgentMessage, GatewayMessage>;
 
@@ -92,10 +93,6 @@ const state = (id: string): AgentMessage => ({
   messageId: id,
   payload: { $case: 'state', value: StateEvent.fromPartial({ name: id, namespace: 'default' }) },
 });
-
-async function until(predicate: () => boolean): Promise<void> {
-  while (!predicate()) await new Promise<void>((resolve) => setTimeout(resolve, 1));
-}
 
 const handshakeReply = (received: GatewayMessage[]) =>
   received.find((m) => m.payload?.$case === 'handshake')?.payload?.value as

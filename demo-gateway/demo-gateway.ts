@@ -14,6 +14,7 @@ import {
   type ResourceQueryResult,
 } from '../proto/index.js';
 import { AgentConnection, type AdmissionOptions, type SessionInfo } from './agent-connection.js';
+import { raiseReceiveWindows } from './http2-windows.js';
 import { MessageStore } from './message-store.js';
 
 export interface DemoGatewayOptions extends AdmissionOptions {
@@ -133,6 +134,9 @@ export class DemoGateway {
           return;
         }
         this.#port = bound;
+        if (!raiseReceiveWindows(this.#server)) {
+          this.#logger.warn('HTTP/2 receive windows left at 64 KiB: agents will ship slowly');
+        }
         this.#logger.info({ host, port: bound }, 'demo gateway listening');
         resolve(bound);
       });

@@ -94,6 +94,30 @@ export const LOG_SCHEMA = `
   CREATE INDEX IF NOT EXISTS log_lines_namespace_level ON log_lines (namespace, level, seq);
 `;
 
+/**
+ * Free text: a trigram index over each record's text (raw, or message when raw is the same),
+ * rowid = log_lines.seq. Contentless: the text is stored once, in log_lines. A search reads the
+ * index newest first and re-checks each candidate with the LIKE it always used, so the answer
+ * is exactly the LIKE's (the index only finds candidates faster; its Unicode case folding finds
+ * a superset of what LIKE's ASCII folding matches).
+ */
+export const LOG_TEXT_SCHEMA = `
+  CREATE VIRTUAL TABLE IF NOT EXISTS log_text
+    USING fts5(text, content='', contentless_delete=1, tokenize='trigram');
+`;
+
+/** The trigram index needs three characters; a shorter text is matched by the LIKE alone. */
+const MIN_INDEXED_TEXT_CHARS = 3;
+/**
+ * A text found in at least this many records is common: the LIKE scan, newest first, fills a
+ * page after a few hundred rows, while the index would walk its long lists backwards (seconds
+ * for a text in every record). Below it the index's candidates are few, whatever the page.
+ */
+export const COMMON_TEXT_RECORDS = 2000;
+
+/** An FTS5 string: the text as one phrase, so every character is literal. */
+const ftsPhrase = (text: string): string => `"${text.replace(/"/g, '""')}"`;
+
 /** The level names a filter accepts, comma-separated ("warn,error"); throws on an unknown one. */
 export function parseLevels(value: string): number[] {
   return value
@@ -140,6 +164,46 @@ function whereOf(filter: LogFilter): Where {
   return { sql: clauses.join(' AND '), params };
 }
 
+/** Whether a text filter is served by the trigram index. */
+const usesTextIndex = (filter: LogFilter): boolean =>
+  filter.text !== undefined &&
+  // Code points, as the trigram tokenizer counts them (an emoji is one character to it).
+  // eslint-disable-next-line @typescript-eslint/no-misused-spread
+  [...filter.text].length >= MIN_INDEXED_TEXT_CHARS;
+
+/**
+ * The page's SELECT: over log_lines by seq, or, for an indexed text, driven by the trigram
+ * index newest first (its rowid is the seq), the LIKE of whereOf re-checking each candidate.
+ */
+function pageQuery(
+  filter: LogFilter,
+  columns: string,
+  page: { limit: number; before?: number | undefined; after?: number | undefined },
+  indexed: boolean,
+): { sql: string; params: (string | number)[] } {
+  const where = whereOf(filter);
+  const seq = indexed ? 'log_text.rowid' : 'seq';
+  const clauses = where.sql === '' ? [] : [where.sql];
+  const params: (string | number)[] = [];
+  if (indexed) {
+    clauses.unshift('log_text MATCH ?');
+    params.push(ftsPhrase(filter.text ?? ''));
+  }
+  params.push(...where.params);
+  if (page.before !== undefined) {
+    clauses.push(`${seq} < ?`);
+    params.push(page.before);
+  }
+  if (page.after !== undefined) {
+    clauses.push(`${seq} > ?`);
+    params.push(page.after);
+  }
+  const from = indexed ? 'log_text JOIN log_lines ON log_lines.seq = log_text.rowid' : 'log_lines';
+  const sql = `SELECT ${columns} FROM ${from} ${clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : ''}
+      ORDER BY ${seq} DESC LIMIT ${page.limit}`;
+  return { sql, params };
+}
+
 /**
  * The log records the demo gateway received, one row per LogEntry, with an index per filter
  * column so a filtered page reads only matching rows, newest first.
@@ -147,6 +211,8 @@ function whereOf(filter: LogFilter): Where {
 export class LogStore {
   readonly #db: Database.Database;
   readonly #insert: Database.Statement;
+  readonly #insertText: Database.Statement<[number | bigint, string]>;
+  readonly #countText: Database.Statement<[string], { n: number }>;
   readonly #facets = {
     namespace: new Set<string>(),
     workload: new Set<string>(),
@@ -161,6 +227,20 @@ export class LogStore {
   constructor(db: Database.Database) {
     this.#db = db;
     db.exec(LOG_SCHEMA);
+    const hadTextIndex =
+      db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'log_text'").get() !==
+      undefined;
+    db.exec(LOG_TEXT_SCHEMA);
+    // A store file written before the text index existed: its records are indexed once, now.
+    if (!hadTextIndex) {
+      db.exec(
+        'INSERT INTO log_text (rowid, text) SELECT seq, COALESCE(raw, message) FROM log_lines',
+      );
+    }
+    this.#insertText = db.prepare('INSERT INTO log_text (rowid, text) VALUES (?, ?)');
+    this.#countText = db.prepare(
+      `SELECT COUNT(*) AS n FROM (SELECT 1 FROM log_text WHERE log_text MATCH ? LIMIT ${COMMON_TEXT_RECORDS})`,
+    );
     this.#insert = db.prepare(
       `INSERT INTO log_lines (message_id, idx, kind, session_id, time_ms, received_at,
          namespace, pod, container, workload, workload_kind, node, level, message, raw,
@@ -185,7 +265,7 @@ export class LogStore {
    */
   insertLines(messageId: string, lines: readonly NewLogLine[]): void {
     lines.forEach((line, idx) => {
-      const { changes } = this.#insert.run(
+      const { changes, lastInsertRowid } = this.#insert.run(
         messageId,
         idx,
         line.kind,
@@ -204,7 +284,9 @@ export class LogStore {
         line.lineCount,
         line.truncated ? 1 : 0,
       );
-      if (changes === 1) this.#count(line);
+      if (changes !== 1) return;
+      this.#insertText.run(lastInsertRowid, line.raw);
+      this.#count(line);
     });
   }
 
@@ -237,20 +319,13 @@ export class LogStore {
     filter: LogFilter,
     page: { limit: number; before?: number | undefined; after?: number | undefined },
   ): LogPage {
-    const where = whereOf(filter);
-    const clauses = where.sql === '' ? [] : [where.sql];
-    const params = [...where.params];
-    if (page.before !== undefined) {
-      clauses.push('seq < ?');
-      params.push(page.before);
-    }
-    if (page.after !== undefined) {
-      clauses.push('seq > ?');
-      params.push(page.after);
-    }
     const limit = Math.max(1, Math.min(MAX_PAGE, Math.floor(page.limit)));
-    const sql = `SELECT ${COLUMNS} FROM log_lines ${clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : ''}
-      ORDER BY seq DESC LIMIT ${limit + 1}`;
+    const { sql, params } = pageQuery(
+      filter,
+      COLUMNS,
+      { ...page, limit: limit + 1 },
+      this.#rareText(filter),
+    );
     const rows = this.#db.prepare<(string | number)[], LogRow>(sql).all(...params);
     const hasOlder = rows.length > limit;
     return {
@@ -262,12 +337,18 @@ export class LogStore {
 
   /** The query plan of a filter, for tests that an index serves it. */
   plan(filter: LogFilter): string[] {
-    const where = whereOf(filter);
-    const sql = `EXPLAIN QUERY PLAN SELECT seq FROM log_lines ${where.sql === '' ? '' : `WHERE ${where.sql}`} ORDER BY seq DESC LIMIT 201`;
+    const { sql, params } = pageQuery(filter, 'seq', { limit: 201 }, this.#rareText(filter));
     return this.#db
-      .prepare<(string | number)[], { detail: string }>(sql)
-      .all(...where.params)
+      .prepare<(string | number)[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`)
+      .all(...params)
       .map((r) => r.detail);
+  }
+
+  /** An indexed text found in fewer than COMMON_TEXT_RECORDS records: the index serves it. */
+  #rareText(filter: LogFilter): boolean {
+    if (!usesTextIndex(filter)) return false;
+    const found = this.#countText.get(ftsPhrase(filter.text ?? ''))?.n ?? 0;
+    return found < COMMON_TEXT_RECORDS;
   }
 
   newestSeq(): number {

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
@@ -28,7 +29,7 @@ import {
 import { startDemoExecutor } from './demo-executor.js';
 import { startRealNodePod, TOOLBOX } from './demo-real-node-pod.js';
 import { startDemoMetrics } from './demo-metrics.js';
-import { SAMPLE_APPS, startSampleWorkload } from './demo-workload.js';
+import { SAMPLE_APPS, startSampleWorkload, type SampleWorkload } from './demo-workload.js';
 
 const HOST = '127.0.0.1';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -52,6 +53,10 @@ const cleanups: Cleanup[] = [];
 function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
+
+const startedAt = performance.now();
+/** Seconds since the demo started, for the milestones it prints (where the first 15 s go). */
+const since = (): string => `${((performance.now() - startedAt) / 1000).toFixed(1)} s`;
 
 /** The current kubeconfig, if one is configured and its API server answers. */
 async function reachableKubeconfig(): Promise<
@@ -161,7 +166,9 @@ async function localCluster(): Promise<string> {
     say('  the Consoles view will show every pod as simulated (kwok): no console can open.');
     cluster = await startCluster({ ...options, realNode: false });
   }
-  say(`local cluster up in ${cluster.startMs} ms; kubeconfig ${cluster.kubeconfigPath}`);
+  say(
+    `local cluster up in ${cluster.startMs} ms (at ${since()}); kubeconfig ${cluster.kubeconfigPath}`,
+  );
   localBinDir = cluster.binDir;
   localRealNode = cluster.realNode !== undefined;
   return cluster.kubeconfigPath;
@@ -266,10 +273,15 @@ async function main(): Promise<void> {
     say(USAGE);
     return;
   }
-  if (await ensureUiBuilt()) say('built the web UI (dist/demo-ui)');
+  // The web UI's first build and the cluster's start overlap: neither needs the other.
+  const uiBuilt = ensureUiBuilt().then((built) => {
+    if (built) say(`built the web UI (dist/demo-ui) at ${since()}`);
+  });
+  uiBuilt.catch(() => undefined);
   const cluster: Cluster = values['current-context']
     ? await currentCluster(values.yes)
     : { kubeconfigPath: await localCluster(), binDir: localBinDir, local: true };
+  await uiBuilt;
 
   const gateway = new DemoGateway(
     {
@@ -285,6 +297,12 @@ async function main(): Promise<void> {
   // kwok's nodes only simulate pods: the Consoles view explains instead of failing on them.
   if (cluster.local) gateway.consoles.markSimulatedNodes(TEST_NODE_NAMES);
   const grpcPort = await gateway.listen(HOST, Number(values['grpc-port']));
+  const onFirstLogs = (message: { payload?: { $case: string } | undefined }): void => {
+    if (message.payload?.$case !== 'logs') return;
+    gateway.events.off('message', onFirstLogs);
+    say(`first log lines at the demo gateway at ${since()}: the Logs view has data`);
+  };
+  gateway.events.on('message', onFirstLogs);
   const ui = createWebUi(gateway);
   let url: string;
   try {
@@ -316,6 +334,10 @@ async function main(): Promise<void> {
   });
   cleanups.push({ what: 'demo metrics sources', run: () => demoMetrics.stop() });
   say(`metrics sources: ${demoMetrics.describe}`);
+  // The sample workload is created while the executor and the collector start (its pods take a
+  // few seconds to run): the collector finds them through its watch.
+  const workloadStarted = cluster.local ? startWorkload(cluster, workdir) : undefined;
+  workloadStarted?.catch(() => undefined);
   const configPath = join(workdir, 'config.yaml');
   await writeFile(
     configPath,
@@ -349,6 +371,7 @@ async function main(): Promise<void> {
     process.stderr.write(`executor ! ${chunk.toString()}`),
   );
   await waitForSocket(executor.socketPath);
+  say(`executor listening at ${since()}`);
   const collector = spawn(
     process.execPath,
     ['--import', 'tsx', join(root, 'collector', 'main.ts'), `--config=${configPath}`],
@@ -375,11 +398,8 @@ async function main(): Promise<void> {
     },
   });
   relayLogs(collector);
-  // Created while the collector starts: it finds the pods through its watch.
-  if (cluster.local) {
-    const kc = new KubeConfig();
-    kc.loadFromFile(cluster.kubeconfigPath);
-    const workload = await startSampleWorkload(kc, workdir);
+  if (workloadStarted) {
+    const workload = await workloadStarted;
     cleanups.push({
       what: 'sample workload',
       run: () => {
@@ -388,10 +408,10 @@ async function main(): Promise<void> {
       },
     });
     say(
-      `sample workload: ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
+      `sample workload (at ${since()}): ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
     );
     if (localRealNode) {
-      await startRealNodePod(kc);
+      await startRealNodePod(loadKube(cluster.kubeconfigPath));
       say(
         `console target: ${TOOLBOX.namespace}/${TOOLBOX.name} (busybox on the real node; Consoles view)`,
       );
@@ -408,9 +428,13 @@ async function main(): Promise<void> {
       );
     }),
   ]);
-  say(`collector connected: cluster ${session.clusterId}, agent ${session.agentId}`);
+  say(`collector connected at ${since()}: cluster ${session.clusterId}, agent ${session.agentId}`);
   const [code, signal] = await exited;
   if (!stopping) throw new Error(`the collector exited (${signal ?? `code ${String(code)}`})`);
+}
+
+function startWorkload(cluster: Cluster, workdir: string): Promise<SampleWorkload> {
+  return startSampleWorkload(loadKube(cluster.kubeconfigPath), workdir);
 }
 
 function printBanner(info: {

@@ -51,6 +51,7 @@ import {
   loadKubeConfig,
   serveLogsFromFile,
 } from '../../test/helpers/kube.js';
+import { until } from '../../test/helpers/wait.js';
 import { median, rate, type BenchCase, type BenchContext, type BenchResult } from '../types.js';
 
 const HOST = '127.0.0.1';
@@ -316,7 +317,9 @@ interface Harness {
  */
 async function withGateway<T>(use: (gateway: DemoGateway, port: number) => Promise<T>): Promise<T> {
   const gateway = new DemoGateway(
-    { acceptToken: TOKEN, deliveryAcks: true },
+    // Messages stored and deduplicated as always, but no per-line rows for the Logs view: at
+    // these rates that index costs the gateway more CPU than the collector spends on the lines.
+    { acceptToken: TOKEN, deliveryAcks: true, indexLogLines: false },
     { logger: pino({ level: 'silent' }) },
   );
   try {
@@ -439,15 +442,6 @@ function between(from: Mark, to: Mark): Reading & { readonly benchCpuPercent: nu
   };
 }
 
-/** Polls `done` every 20 ms for up to `ms`. */
-async function until(done: () => boolean, ms: number, what: string): Promise<void> {
-  const stopAt = performance.now() + ms;
-  while (!done()) {
-    if (performance.now() > stopAt) throw new Error(`timed out after ${String(ms)} ms: ${what}`);
-    await sleep(20);
-  }
-}
-
 /** The rate-limited writer (bench/log-writer.ts) in its own process, once it writes. */
 async function startWriter(
   file: string,
@@ -545,10 +539,16 @@ async function bareBacklog(kc: KubeConfig, namespace: string): Promise<Reading> 
   const reads = bareFollow(kc, namespace);
   let from: Mark | undefined;
   try {
-    await until(() => reads.first() !== undefined, 30_000, 'the first backlog chunk');
+    await until(() => reads.first() !== undefined, 'the first backlog chunk', {
+      timeoutMs: 30_000,
+      intervalMs: 20,
+    });
     const first = reads.first();
     from = { ...mark(first?.lines ?? 0, benchCpuSeconds()), at: first?.at ?? 0 };
-    await until(() => reads.lines() >= total, 60_000, `${String(total)} backlog lines`);
+    await until(() => reads.lines() >= total, `${String(total)} backlog lines`, {
+      timeoutMs: 60_000,
+      intervalMs: 20,
+    });
     const to = { ...mark(reads.lines(), benchCpuSeconds()), at: reads.lastAt() };
     if (reads.lines() !== total) throw new Error(`bare reader got ${String(reads.lines())} lines`);
     return between(from, to);
@@ -581,11 +581,10 @@ async function bareAtRate(
     await sleep(measure ? WINDOW_MS : 1000);
     const to = mark(reads.lines(), benchCpuSeconds());
     const written = (await writer.stop()) * PODS;
-    await until(
-      () => reads.lines() >= written,
-      DRAIN_LIMIT_MS,
-      `${String(written)} lines at the bare reader`,
-    );
+    await until(() => reads.lines() >= written, `${String(written)} lines at the bare reader`, {
+      timeoutMs: DRAIN_LIMIT_MS,
+      intervalMs: 20,
+    });
     if (reads.lines() !== written)
       throw new Error(`bare reader got ${String(reads.lines())} of ${String(written)} lines`);
     return between(from, to);
@@ -697,11 +696,10 @@ async function collectorAtRate(
       // After the window's marks: a collector too busy to answer its /metrics cannot stretch it.
       const pipeline = pipelineBetween(pipelineFrom, await pipelineMark(metrics));
       const written = (await writer.stop()) * PODS;
-      await until(
-        () => counted.entries() >= written,
-        DRAIN_LIMIT_MS,
-        `${String(written)} lines at the gateway`,
-      );
+      await until(() => counted.entries() >= written, `${String(written)} lines at the gateway`, {
+        timeoutMs: DRAIN_LIMIT_MS,
+        intervalMs: 20,
+      });
       if (counted.entries() !== written)
         throw new Error(`the gateway got ${String(counted.entries())} of ${String(written)} lines`);
       const reading = between(from, to);
@@ -727,19 +725,17 @@ async function collectorBacklog(
     harness,
     { name: `backlog-${run}`, namespace, logs: [`tail_lines: ${String(BACKLOG_LINES)}`] },
     async (counted, collector) => {
-      await until(
-        () => counted.first() !== undefined,
-        120_000,
-        'the first log message at the gateway',
-      );
+      await until(() => counted.first() !== undefined, 'the first log message at the gateway', {
+        timeoutMs: 120_000,
+        intervalMs: 20,
+      });
       resetPeakRss(collector.pid);
       const first = counted.first();
       const from = { ...mark(first?.entries ?? 0, cpuSeconds(collector.pid)), at: first?.at ?? 0 };
-      await until(
-        () => counted.entries() >= total,
-        60_000,
-        `all ${String(total)} lines at the gateway`,
-      );
+      await until(() => counted.entries() >= total, `all ${String(total)} lines at the gateway`, {
+        timeoutMs: 60_000,
+        intervalMs: 20,
+      });
       const to = { ...mark(counted.entries(), cpuSeconds(collector.pid)), at: counted.lastAt() };
       const peakRssMiB = rssMiB(collector.pid, 'VmHWM');
       if (counted.entries() !== total)

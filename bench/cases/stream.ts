@@ -21,6 +21,7 @@ import { GatewayStream } from '../../collector/gateway/gateway-stream.js';
 import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
 import { AgentMessage, LogBatch, LogEntry } from '../../proto/index.js';
 import { median, rate, type BenchCase, type BenchContext, type BenchResult } from '../types.js';
+import { until } from '../../test/helpers/wait.js';
 
 const ITEMS = 40_000;
 const ROUNDS = 3;
@@ -59,10 +60,8 @@ function items(from: number, count: number): BufferItem[] {
 
 const itemId = (n: number): string => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 
-/** Polls (1 ms) until `done` holds; the run's watchdog bounds it. */
-async function until(done: () => boolean): Promise<void> {
-  while (!done()) await new Promise<void>((resolve) => setTimeout(resolve, 1));
-}
+/** The run's watchdog bounds a stuck bench; this only names what it waited for. */
+const BENCH_WAIT = { timeoutMs: 600_000 };
 
 async function measureGatewayStream(bufferPath: string): Promise<number> {
   const logger = pino({ level: 'silent' });
@@ -98,17 +97,17 @@ async function measureGatewayStream(bufferPath: string): Promise<number> {
   const controller = new AbortController();
   try {
     await stream.start(controller.signal);
-    await until(() => stream.status().state === 'ready');
+    await until(() => stream.status().state === 'ready', 'the stream ready', BENCH_WAIT);
     if (!stream.status().deliveryAcks) throw new Error('the demo gateway did not turn acks on');
     const settled = (): number => stream.status().counters.settled;
 
     for (const item of items(0, WARMUP)) buffer.enqueue(item);
-    await until(() => settled() >= WARMUP);
+    await until(() => settled() >= WARMUP, 'the warm-up settled', BENCH_WAIT);
 
     // Enqueued synchronously, so the drain starts only after the clock does.
     for (const item of items(WARMUP, ITEMS)) buffer.enqueue(item);
     const start = performance.now();
-    await until(() => settled() >= WARMUP + ITEMS);
+    await until(() => settled() >= WARMUP + ITEMS, 'every item settled', BENCH_WAIT);
     const ms = performance.now() - start;
     if (gateway.store.count('logs') !== WARMUP + ITEMS)
       throw new Error('items missing at the gateway');

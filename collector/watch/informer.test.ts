@@ -6,6 +6,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../test/helpers/fake-clock.js';
 import { Informer, type Cached, type Change } from './informer.js';
 import type { ListPage, ListWatch } from './list-watch.js';
+import { hang } from '../../test/helpers/wait.js';
 
 interface Item extends Cached {
   readonly note: string;
@@ -36,18 +37,6 @@ class Script implements ListWatch<Item> {
         })
       : hang(signal);
   }
-}
-
-function hang(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    signal.addEventListener(
-      'abort',
-      () => {
-        reject(new Error('aborted'));
-      },
-      { once: true },
-    );
-  });
 }
 
 const gone = (): never => {

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../test/helpers/fake-clock.js';
 import type { ListOptions, ListPage, ListWatch } from './list-watch.js';
 import { MAX_BACKOFF_MS, runReflector, type ReflectorHandlers } from './reflector.js';
+import { hang } from '../../test/helpers/wait.js';
 
 type PodListWatch = ListWatch<V1Pod>;
 type PodReflectorHandlers = ReflectorHandlers<V1Pod>;
@@ -24,19 +25,6 @@ const failure = (code: number): Error =>
 
 function pod(name: string, resourceVersion: string): V1Pod {
   return { metadata: { name, uid: name, resourceVersion } };
-}
-
-/** Until aborted: a watch the server keeps open, or a list that never answers. */
-function hang(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    signal.addEventListener(
-      'abort',
-      () => {
-        reject(new Error('aborted'));
-      },
-      { once: true },
-    );
-  });
 }
 
 /** Answers lists and watches from scripts; an exhausted script hangs until the abort. */

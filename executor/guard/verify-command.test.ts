@@ -151,6 +151,8 @@ describe('signed command verification', () => {
     ['target name', { target: { ...request.target, name: 'api-1' } }],
     ['target namespace', { target: { ...request.target, namespace: 'kube-system' } }],
     ['target container', { target: { ...request.target, container: 'sidecar' } }],
+    ['target kind', { target: { ...request.target, kind: 'node' } }],
+    ['target resource', { target: { ...request.target, resource: 'secrets' } }],
   ])('refuses a valid command for another %s as SIGNATURE_MISMATCH', (_field, overrides) => {
     const { verifier } = setup();
     expect(verifier.verify(sign(claimsFor(overrides)), request)).toMatchObject({

@@ -18,6 +18,7 @@ import {
   type PromTarget,
 } from '../../collector/sources/metrics/prometheus-targets.js';
 import type { ScrapeRecord } from '../../collector/sources/metrics/self-metrics.js';
+import { until } from '../helpers/wait.js';
 
 const fixtures = new URL('../fixtures/', import.meta.url);
 const tls = (name: string) => fileURLToPath(new URL(`tls/${name}`, fixtures));
@@ -123,7 +124,7 @@ describe('Prometheus endpoints', () => {
       }),
     ]);
     try {
-      await vi_waitFor(() => events.length >= 2);
+      await until(() => events.length >= 2);
     } finally {
       await stop();
     }
@@ -160,7 +161,7 @@ describe('Prometheus endpoints', () => {
   it('reads the edge-case fixture and OpenMetrics; NaN and ±Inf values are left out of the JSON', async () => {
     const { events, stop } = run([target('edge', '/edge'), target('om', '/openmetrics')]);
     try {
-      await vi_waitFor(
+      await until(
         () =>
           events.some((e) => e.family.name === 'special') &&
           events.some((e) => e.family.name === 'foo'),
@@ -275,7 +276,7 @@ describe('Prometheus endpoints', () => {
       () => 0,
     );
     try {
-      await vi_waitFor(() => records.length >= 1);
+      await until(() => records.length >= 1);
     } finally {
       await stop();
     }
@@ -295,18 +296,17 @@ describe('Prometheus endpoints', () => {
       }),
     ]);
     try {
-      await vi_waitFor(() => records.some((r) => r.target === 'auth'));
+      await until(() => records.some((r) => r.target === 'auth'));
       expect(records.find((r) => r.target === 'auth')?.status).toBe('success');
       // The server's token rotates first: our old token is refused ...
       await writeFile(serverToken, 'token-two\n');
-      await vi_waitFor(() =>
-        records.some((r) => r.target === 'auth' && r.status === 'client_error'),
-      );
+      await until(() => records.some((r) => r.target === 'auth' && r.status === 'client_error'));
       // ... until the mounted file rotates too, without a restart.
       await writeFile(clientToken, 'token-two\n');
-      await vi_waitFor(
+      await until(
         () => records.filter((r) => r.target === 'auth').at(-1)?.status === 'success',
-        15_000,
+        'the rotated token accepted',
+        { timeoutMs: 15_000 },
       );
     } finally {
       await stop();
@@ -318,11 +318,3 @@ describe('Prometheus endpoints', () => {
     expect(logs.raw.join('\n')).not.toContain('token-two');
   }, 40_000);
 });
-
-async function vi_waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(50);
-  }
-}

@@ -148,13 +148,5 @@ export function stateItem(n: number): BufferItem {
   return { id, kind: 'state', payload: AgentMessage.encode(message).finish() };
 }
 
-/**
- * Resolves once `predicate` holds, checking after every turn of the event loop. Not a timing
- * assertion: it waits for a state, and the test's own timeout bounds it.
- */
-export async function until(predicate: () => boolean, what = 'condition'): Promise<void> {
-  for (let i = 0; !predicate(); i++) {
-    if (i > 20_000) throw new Error(`gave up waiting for ${what}`);
-    await new Promise<void>((resolve) => setTimeout(resolve, 1));
-  }
-}
+/** Kept here for the many gateway tests that import it with the harness. */
+export { until } from './wait.js';

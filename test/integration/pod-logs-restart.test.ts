@@ -24,6 +24,7 @@ import {
   type TestNamespace,
   waitForRunningPods,
 } from '../helpers/kube.js';
+import { steadyWriter } from '../helpers/wait.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const collectorScript = join(root, 'test', 'fixtures', 'pod-log-collector.ts');
@@ -113,24 +114,12 @@ function storedLines(): Map<string, number[]> {
 }
 
 let written = 0;
-/** Appends 4 lines per millisecond timestamp every 30 ms until stopped. */
-function steadyWriter(): { stop(): Promise<void> } {
-  const writing = new AbortController();
-  const done = (async () => {
-    while (!writing.signal.aborted) {
-      const at = new Date();
-      let text = '';
-      for (let i = 0; i < 4; i++) text += criLine(at, `n-${String(written++)}`);
-      await appendFile(logsFile, text);
-      await new Promise((resolve) => setTimeout(resolve, 30));
-    }
-  })();
-  return {
-    async stop() {
-      writing.abort();
-      await done;
-    },
-  };
+/** Appends 4 lines with one millisecond timestamp. */
+async function appendFour(): Promise<void> {
+  const at = new Date();
+  let text = '';
+  for (let i = 0; i < 4; i++) text += criLine(at, `n-${String(written++)}`);
+  await appendFile(logsFile, text);
 }
 
 /** Resolves once every container's stored lines reach `n`. */
@@ -142,7 +131,7 @@ function reached(n: number) {
 describe('pod log collector process', () => {
   it('SIGKILL and SIGTERM mid-stream: every line at the gateway exactly once, in order per container', async () => {
     const dir = await mkdtemp(join(scratch, 'data-'));
-    const writer = steadyWriter();
+    const writer = steadyWriter(appendFour);
     const children: ReturnType<typeof startCollector>[] = [];
     try {
       // 1: runs, then SIGKILL while lines keep coming.

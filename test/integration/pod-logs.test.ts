@@ -31,6 +31,7 @@ import {
   waitForRunningPods,
 } from '../helpers/kube.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
+import { steadyWriter, until } from '../helpers/wait.js';
 
 const kc = loadKubeConfig(inject('kubeconfigPath'));
 const core = kc.makeApiClient(CoreV1Api);
@@ -164,23 +165,6 @@ function numbersFrom(seen: Map<string, string[]>, from: number): number[] {
     .filter((n) => n >= from);
 }
 
-/** Appends 4 lines per millisecond timestamp every 30 ms until stopped. */
-function steadyWriter(): { stop(): Promise<void> } {
-  const writing = new AbortController();
-  const done = (async () => {
-    while (!writing.signal.aborted) {
-      await appendNumbered(4);
-      await new Promise((resolve) => setTimeout(resolve, 30));
-    }
-  })();
-  return {
-    async stop() {
-      writing.abort();
-      await done;
-    },
-  };
-}
-
 const delivered = (seen: Map<string, string[]>, n: number) => () =>
   Promise.resolve(numbersFrom(seen, 0).includes(n) || undefined);
 
@@ -225,13 +209,7 @@ describe('pod log source', () => {
     const dir = await mkdtemp(join(scratch, 'b-'));
     const seen = new Map<string, string[]>();
     const firstLine = lineNo;
-    const writing = new AbortController();
-    const writer = (async () => {
-      while (!writing.signal.aborted) {
-        await appendNumbered(4);
-        await new Promise((resolve) => setTimeout(resolve, 30));
-      }
-    })();
+    const writer = steadyWriter(() => appendNumbered(4));
     try {
       for (let round = 0; round < 3; round++) {
         // A tail longer than the file: the first sight reads everything written so far.
@@ -253,8 +231,7 @@ describe('pod log source', () => {
         await buffer.close();
       }
     } finally {
-      writing.abort();
-      await writer;
+      await writer.stop();
     }
     // The last run stopped mid-stream: compare the delivered prefix with what was written.
     const numbers = [...seen.values()]
@@ -287,7 +264,7 @@ describe('pod log source', () => {
     });
     const stop = drain(buffer, seen);
     const firstLine = lineNo;
-    const writer = steadyWriter();
+    const writer = steadyWriter(() => appendNumbered(4));
     try {
       await source.start(AbortSignal.timeout(120_000));
       await eventually('the first lines', delivered(seen, firstLine + 20), { timeoutMs: 30_000 });
@@ -781,8 +758,6 @@ describe('pod log source, a stream that ends with nothing new (issue #9)', () =>
         },
       },
     );
-    const until = (what: string, probe: () => boolean) =>
-      eventually(what, () => Promise.resolve(probe() || undefined), { timeoutMs: 30_000 });
     try {
       await serveLogsFromFile(kc, { namespace: quietNs.name, logsFile: quietLog });
       await core.createNamespacedPod({
@@ -797,17 +772,25 @@ describe('pod log source, a stream that ends with nothing new (issue #9)', () =>
       });
       await waitForRunningPods(kc, quietNs.name, 1);
       await source.start(AbortSignal.timeout(120_000));
-      await until('the first read', () => linesRead >= 3);
+      await until(() => linesRead >= 3, 'the first read', { intervalMs: 50 });
       // New lines, then the end: reopened at once.
       proxy.cut();
       for (let round = 0; round < 3; round++) {
-        await until(`reconnect ${String(round + 1)} re-sent the lines`, () => {
-          return requests.length === round + 2 && linesRead >= 3 * (round + 2);
-        });
+        await until(
+          () => {
+            return requests.length === round + 2 && linesRead >= 3 * (round + 2);
+          },
+          `reconnect ${String(round + 1)} re-sent the lines`,
+          { intervalMs: 50 },
+        );
         proxy.cut();
-        await until(`backoff ${String(round + 1)}`, () => backoffs.length === round + 1);
+        await until(() => backoffs.length === round + 1, `backoff ${String(round + 1)}`, {
+          intervalMs: 50,
+        });
       }
-      await until('the reconnect after the last backoff', () => requests.length === 5);
+      await until(() => requests.length === 5, 'the reconnect after the last backoff', {
+        intervalMs: 50,
+      });
       // Each reopening after a read of old lines only waited for its backoff (1 s doubling,
       // jittered by +-20 %), and came from the position.
       const backoffSleeps = sleeps.filter((ms) => ms >= 500 && ms < 60_000);

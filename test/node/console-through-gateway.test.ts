@@ -30,6 +30,7 @@ import {
   serveLogsFromFile,
   type TestNamespace,
 } from '../helpers/kube.js';
+import { until } from '../helpers/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const kubeconfigPath = inject('kubeconfigPath');
@@ -98,12 +99,6 @@ function realNodePod(name: string): V1Pod {
     },
   };
 }
-
-const until = (what: string, done: () => boolean, timeoutMs = 30_000) =>
-  eventually(what, () => Promise.resolve(done() ? true : undefined), {
-    timeoutMs,
-    intervalMs: 50,
-  });
 
 /** Sequence numbers held, without gaps or repeats. */
 function expectContiguous(console: DemoConsole): void {
@@ -201,18 +196,21 @@ describe('a console through the demo gateway, the collector and the executor', (
       cols: 90,
       rows: 20,
     });
-    await until('the console to open', () => shell.state === 'open');
+    await until(() => shell.state === 'open', 'the console to open', { intervalMs: 50 });
     shell.stdin('echo hello-$((40+2)); stty size\r');
     await until(
-      'the output',
       () => shell.text().includes('hello-42') && shell.text().includes('20 90'),
+      'the output',
+      { intervalMs: 50 },
     );
     shell.stdin('exit 4\r');
-    await until('the exit', () => shell.exit !== undefined);
+    await until(() => shell.exit !== undefined, 'the exit', { intervalMs: 50 });
     expect(shell.exit).toMatchObject({ reason: 'exited', exitCode: 4 });
     // Audit records come through the buffer as durable messages.
-    await until('the audit records', () =>
-      gateway.consoles.audits.some((a) => a.event === 'console_close' && a.requestId !== ''),
+    await until(
+      () => gateway.consoles.audits.some((a) => a.event === 'console_close' && a.requestId !== ''),
+      'the audit records',
+      { intervalMs: 50 },
     );
     const close = gateway.consoles.audits.find((a) => a.event === 'console_close');
     expect(close).toMatchObject({
@@ -233,11 +231,13 @@ describe('a console through the demo gateway, the collector and the executor', (
       pod: 'not-a-console-pod',
       command: ['true'],
     });
-    await until('the refusal', () => refused.refusal !== undefined);
+    await until(() => refused.refusal !== undefined, 'the refusal', { intervalMs: 50 });
     // The signature verifies; reading the pod fails (404) before the rules are consulted.
     expect(['POLICY_DENIED', 'NOT_FOUND']).toContain(refused.refusal?.code);
-    await until('the refusal audit', () =>
-      gateway.consoles.audits.some((a) => a.event === 'console_refusal'),
+    await until(
+      () => gateway.consoles.audits.some((a) => a.event === 'console_refusal'),
+      'the refusal audit',
+      { intervalMs: 50 },
     );
   });
 
@@ -253,11 +253,11 @@ describe('a console through the demo gateway, the collector and the executor', (
         'i=0; while [ $i -lt 60 ]; do echo line-$i; i=$((i+1)); sleep 0.05; done',
       ],
     });
-    await until('some output', () => counted(loop).length >= 5);
+    await until(() => counted(loop).length >= 5, 'some output', { intervalMs: 50 });
     loop.cut();
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(gateway.consoles.reattach(loop, session)).toBe(true);
-    await until('the exit after re-attach', () => loop.exit !== undefined);
+    await until(() => loop.exit !== undefined, 'the exit after re-attach', { intervalMs: 50 });
     expect(counted(loop)).toEqual(Array.from({ length: 60 }, (_, i) => `line-${i}`));
     expectContiguous(loop);
   });
@@ -274,13 +274,16 @@ describe('a console through the demo gateway, the collector and the executor', (
         'i=0; while [ $i -lt 80 ]; do echo line-$i; i=$((i+1)); sleep 0.05; done',
       ],
     });
-    await until('some output', () => counted(loop).length >= 5);
+    await until(() => counted(loop).length >= 5, 'some output', { intervalMs: 50 });
     await stopCollector('SIGKILL');
-    await until('the console to notice', () => loop.state === 'detached');
+    await until(() => loop.state === 'detached', 'the console to notice', { intervalMs: 50 });
     startCollector();
     const second = await agentSession(first);
     expect(gateway.consoles.reattach(loop, second)).toBe(true);
-    await until('the exit after re-attach', () => loop.exit !== undefined, 60_000);
+    await until(() => loop.exit !== undefined, 'the exit after re-attach', {
+      timeoutMs: 60_000,
+      intervalMs: 50,
+    });
     expect(counted(loop)).toEqual(Array.from({ length: 80 }, (_, i) => `line-${i}`));
     expectContiguous(loop);
     // The close happened while no collector was there: the re-attached stream carried its record.
@@ -288,10 +291,13 @@ describe('a console through the demo gateway, the collector and the executor', (
       (a) => a.event === 'console_open' && a.sessionId === loop.opened?.sessionId,
     );
     expect(requestOpen).toBeDefined();
-    await until('the close record of the re-attached session', () =>
-      gateway.consoles.audits.some(
-        (a) => a.event === 'console_close' && a.sessionId === loop.opened?.sessionId,
-      ),
+    await until(
+      () =>
+        gateway.consoles.audits.some(
+          (a) => a.event === 'console_close' && a.sessionId === loop.opened?.sessionId,
+        ),
+      'the close record of the re-attached session',
+      { intervalMs: 50 },
     );
   }, 90_000);
 });

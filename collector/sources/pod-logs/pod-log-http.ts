@@ -14,6 +14,7 @@ import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { AGENT_VERSION } from '../../../shared/version.js';
 import type { LogRequest } from './kube-access.js';
+import { TurnBudget } from './turn-budget.js';
 
 /** A refused log request; `statusCode` is what errorCode() reads (403, 404, 400...). */
 export class PodLogRequestError extends Error {
@@ -104,10 +105,13 @@ export function logUrl(server: string, request: LogRequest): URL {
 
 export class PodLogHttp {
   readonly #kc: KubeConfig;
+  /** Shared by every read of this client: the time all of them may take in one turn. */
+  readonly #budget: TurnBudget;
   #agent: { material: AgentMaterial; agent: http.Agent } | undefined;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeConfig, budget: TurnBudget = new TurnBudget()) {
     this.#kc = kc;
+    this.#budget = budget;
   }
 
   /**
@@ -134,6 +138,29 @@ export class PodLogHttp {
     const agent = proxied || plain ? clientNodeAgent(options) : this.#tlsAgentFor(options);
     const send = plain ? http.request : https.request;
     await new Promise<void>((resolve, reject) => {
+      let body: http.IncomingMessage | undefined;
+      /** Set once the read is over: no chunk is handed over after it, even one still queued. */
+      let over = false;
+      /**
+       * Ends the read. Aborted: at once, its queued chunks dropped (the caller has moved on).
+       * Otherwise once the chunks queued before the end were handed over, in order.
+       */
+      const finish = (err?: Error): void => {
+        if (over) return;
+        const queued = body;
+        if (signal.aborted || queued === undefined) {
+          over = true;
+          if (queued) this.#budget.forget(queued);
+          if (err === undefined || signal.aborted) resolve();
+          else reject(err);
+          return;
+        }
+        void this.#budget.settled(queued).then(() => {
+          over = true;
+          if (err === undefined || signal.aborted) resolve();
+          else reject(err);
+        });
+      };
       const outgoing = send(
         url,
         {
@@ -151,26 +178,34 @@ export class PodLogHttp {
             }, reject);
             return;
           }
-          response.on('data', (chunk: Buffer) => {
+          body = response;
+          const handle = (chunk: Buffer): void => {
+            // A chunk that waited in the queue past an abort or the read's end is dropped: the
+            // caller may already read the same container on a new connection.
+            if (over || signal.aborted) return;
             try {
               onChunk(chunk);
             } catch (err: unknown) {
               // A throwing consumer ends this connection, not the process.
+              over = true;
+              this.#budget.forget(response);
               outgoing.destroy();
               reject(err instanceof Error ? err : new Error(String(err)));
             }
+          };
+          // Handled now, or in a later turn once this one's budget is spent (turn-budget.ts).
+          response.on('data', (chunk: Buffer) => {
+            this.#budget.offer(response, chunk, handle);
           });
           response.once('error', () => undefined);
           response.once('close', () => {
             // `complete`: the body ended as the server meant it to (the last chunk arrived).
-            if (response.complete || signal.aborted) resolve();
-            else reject(new Error('log stream cut before its end'));
+            finish(response.complete ? undefined : new Error('log stream cut before its end'));
           });
         },
       );
       outgoing.once('error', (err) => {
-        if (signal.aborted) resolve();
-        else reject(err);
+        finish(err);
       });
       outgoing.end();
     });

@@ -22,6 +22,7 @@ import {
   type PodLogSource,
   type PodLogSourceDeps,
 } from './pod-log-source.js';
+import { hang } from '../../../test/helpers/wait.js';
 
 /** vi.waitFor's default 1 s is too short on a shared 2-core machine; nothing here is timed. */
 const WAIT = { timeout: 10_000 };
@@ -51,18 +52,6 @@ interface Opened {
   readonly request: LogRequest;
   readonly body: PassThrough;
   readonly signal: AbortSignal;
-}
-
-function hang(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    signal.addEventListener(
-      'abort',
-      () => {
-        reject(new Error('aborted'));
-      },
-      { once: true },
-    );
-  });
 }
 
 /** One pod; every log request opens a body the test writes to, ended on the request's abort. */
