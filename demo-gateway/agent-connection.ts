@@ -42,6 +42,7 @@ export interface AdmissionOptions {
    * "pod_lifecycle"); none by default, as a gateway that predates them.
    */
   readonly acceptedPayloads?: readonly string[];
+  /**
    * Index every log line for the Logs view (true, the default). Benchmarks of the agent turn it
    * off: the messages are still stored and deduplicated, but the per-line rows cost the gateway
    * more CPU than the agent spends on the same lines, on the same cores.

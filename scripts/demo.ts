@@ -448,7 +448,9 @@ function printBanner(info: {
   const rule = '─'.repeat(78);
   say('');
   say(rule);
-  say(`  Kubexa demo:     ${info.url}    (every view in the left navigation; Ctrl-C stops everything)`);
+  say(
+    `  Kubexa demo:     ${info.url}    (every view in the left navigation; Ctrl-C stops everything)`,
+  );
   say(`  demo gateway:    gRPC ${HOST}:${info.grpcPort} (plaintext, token checked)`);
   say(
     `  collector:       health http://${HOST}:${ports.health}/healthz (/readyz)   metrics http://${HOST}:${ports.metrics}/metrics`,

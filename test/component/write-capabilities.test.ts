@@ -35,6 +35,7 @@ async function executorWith(gates: Gate[]): Promise<string> {
   const server = createExecutorServer(
     {
       socketPath,
+      ownUid: process.getuid?.() ?? -1,
       enabledGates: gates,
       guard: createCommandGuard(
         createCommandVerifier({ keys: new Map(), clock: systemClock }),

@@ -672,6 +672,7 @@ export const MUTATIONS: readonly Mutation[] = [
     replacement: '',
     tests: ['collector/collector-handshake.test.ts'],
     breaks: 'the capability catalog runs (and is advertised) only with collect.state',
+  },
   {
     id: 'podlogs-no-turn-budget',
     area: 'pod logs',
