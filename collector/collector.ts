@@ -93,7 +93,13 @@ export interface CollectorDeps {
    * Pod consoles, relayed to the executor on this socket: set only when the executor said it has
    * exec.pod on (main.ts asks it at start). Absent: not advertised, requests ignored.
    */
-  readonly consoles?: { readonly executorSocket: string };
+  readonly consoles?: {
+    readonly executorSocket: string;
+    /** exec.pod is on in the executor (absent: true, the relay exists for pod consoles). */
+    readonly podConsoles?: boolean;
+    /** exec.node is on in the executor: node consoles are advertised too. */
+    readonly nodeConsoles?: boolean;
+  };
   readonly streamTuning?: Pick<
     GatewayStreamOptions,
     'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
@@ -134,6 +140,18 @@ export interface BufferPlacement {
   readonly path: string;
   readonly maxMemoryBytes: number;
   readonly maxDiskBytes: number;
+}
+
+/** pod_consoles / node_consoles: what the executor said it has on (main.ts asked it). */
+function consoleCapabilities(consoles: CollectorDeps['consoles']): {
+  podConsoles: boolean;
+  nodeConsoles: boolean;
+} {
+  if (consoles === undefined) return { podConsoles: false, nodeConsoles: false };
+  return {
+    podConsoles: consoles.podConsoles !== false,
+    nodeConsoles: consoles.nodeConsoles === true,
+  };
 }
 
 /**
@@ -286,7 +304,7 @@ export function createCollector(
           }),
           query: true,
           catalog: true,
-          podConsoles: consoleRelay !== undefined,
+          ...consoleCapabilities(deps.consoles),
         },
       },
       ...deps.streamTuning,

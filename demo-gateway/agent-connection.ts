@@ -108,6 +108,11 @@ function advertisesConsoles(request: HandshakeRequest): boolean {
   return request.caps?.podConsoles === true;
 }
 
+/** The handshake's node_consoles flag (absent: false). */
+function advertisesNodeConsoles(request: HandshakeRequest): boolean {
+  return request.caps?.nodeConsoles === true;
+}
+
 export class AgentConnection {
   readonly #call: Call;
   readonly #options: AdmissionOptions;
@@ -116,6 +121,8 @@ export class AgentConnection {
   #handshaken = false;
   /** The agent advertised pod_consoles: only then is it sent console requests. */
   podConsoles = false;
+  /** The agent advertised node_consoles (exec.node on in its executor). */
+  nodeConsoles = false;
   #pendingAcks: string[] = [];
   #ackScheduled = false;
   readonly #queries = new Map<
@@ -313,6 +320,7 @@ export class AgentConnection {
     }
     const request = payload.value;
     this.podConsoles = advertisesConsoles(request);
+    this.nodeConsoles = advertisesNodeConsoles(request);
     const header = this.#call.metadata.get('x-tenant-token')[0]?.toString() ?? '';
     const token = request.tenantToken === '' ? header : request.tenantToken;
     this.#update(identityOf(message, request, this.#info.agentId));

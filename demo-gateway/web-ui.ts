@@ -3,6 +3,7 @@ import { extname, join, relative } from 'node:path';
 import { fastify, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { ControlResult, LogFilter, Overview } from './api-types.js';
 import { registerConsoleRoutes } from './console-routes.js';
+import { registerNodeConsoleRoutes } from './node-console-routes.js';
 import type { DemoGateway } from './demo-gateway.js';
 import { parseLevels } from './log-store.js';
 import { registerQueryRoutes } from './query-routes.js';
@@ -186,6 +187,7 @@ export function createWebUi(gateway: DemoGateway, options: WebUiOptions = {}): F
 
   registerQueryRoutes(app, gateway);
   registerConsoleRoutes(app, gateway);
+  registerNodeConsoleRoutes(app, gateway);
 
   app.get('/*', (request, reply) => {
     const path = request.url.split('?')[0] ?? '/';

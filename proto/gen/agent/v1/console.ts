@@ -41,6 +41,12 @@ export interface ConsoleOpenRequest {
    * console, this request id and target), relayed to the executor untouched.
    */
   signedCommand: string;
+  /**
+   * node: the node name for a node console (a shell on the node itself, through a privileged
+   * helper Pod the agent creates); set instead of namespace/pod/container. The signed command's
+   * target is then kind "node" with this name.
+   */
+  node: string;
 }
 
 /**
@@ -141,6 +147,7 @@ function createBaseConsoleOpenRequest(): ConsoleOpenRequest {
     cols: 0,
     rows: 0,
     signedCommand: "",
+    node: "",
   };
 }
 
@@ -175,6 +182,9 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
     }
     if (message.signedCommand !== "") {
       writer.uint32(82).string(message.signedCommand);
+    }
+    if (message.node !== "") {
+      writer.uint32(90).string(message.node);
     }
     return writer;
   },
@@ -272,6 +282,14 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
             message.signedCommand = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -304,6 +322,7 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
         : isSet(object.signed_command)
         ? globalThis.String(object.signed_command)
         : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
     };
   },
 
@@ -339,6 +358,9 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
     if (message.signedCommand !== "") {
       obj.signedCommand = message.signedCommand;
     }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
     return obj;
   },
 
@@ -357,6 +379,7 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
     message.cols = object.cols ?? 0;
     message.rows = object.rows ?? 0;
     message.signedCommand = object.signedCommand ?? "";
+    message.node = object.node ?? "";
     return message;
   },
 };
