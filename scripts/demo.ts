@@ -19,8 +19,14 @@ import { DemoGateway } from '../demo-gateway/demo-gateway.js';
 import { ensureUiBuilt } from '../demo-gateway/ui-build.js';
 import { createWebUi } from '../demo-gateway/web-ui.js';
 import { ConfigSnapshot } from '../proto/index.js';
-import { startCluster, stopCluster, type ClusterOptions } from '../test/cluster/cluster.js';
-import { startDemoExecutor } from './demo-executor.js';
+import {
+  clusterVersions,
+  startCluster,
+  stopCluster,
+  type ClusterOptions,
+} from '../test/cluster/cluster.js';
+import { pinLocalImage } from '../test/node/helper-image.js';
+import { startDemoExecutor, type DemoNodeConsole } from './demo-executor.js';
 import { SAMPLE_APPS, startSampleWorkload } from './demo-workload.js';
 
 const HOST = '127.0.0.1';
@@ -136,6 +142,8 @@ async function localCluster(): Promise<string> {
     name: 'kubexa-demo',
     workdir: await mkdtemp(join(tmpdir(), 'kubexa-demo-cluster-')),
     env: process.env,
+    // The real node (containerd, kubelet) needs root; without it, node consoles stay off.
+    realNode: process.getuid?.() === 0,
   };
   say(
     `starting a local test cluster in ${options.workdir} (the first run on a machine builds its binaries: ~10 min)`,
@@ -144,9 +152,24 @@ async function localCluster(): Promise<string> {
   const cluster = await startCluster(options);
   say(`local cluster up in ${cluster.startMs} ms; kubeconfig ${cluster.kubeconfigPath}`);
   localBinDir = cluster.binDir;
+  if (cluster.realNode !== undefined) {
+    // Node consoles on the real node: the local busybox image pinned by digest as the helper,
+    // and the kubelet as the nsenter target (PID 1 of these machines cannot be entered).
+    localNodeConsole = {
+      node: cluster.realNode.name,
+      image: pinLocalImage(
+        cluster.binDir,
+        cluster.realNode.containerdSocket,
+        clusterVersions()['BUSYBOX_IMAGE'] ?? '',
+      ),
+      targetPid: cluster.realNode.kubeletPid,
+    };
+    say(`real node ${cluster.realNode.name} up: node consoles on (Consoles view)`);
+  }
   return cluster.kubeconfigPath;
 }
 let localBinDir: string | undefined;
+let localNodeConsole: DemoNodeConsole | undefined;
 
 interface CollectorPorts {
   readonly grpc: number;
@@ -282,6 +305,7 @@ async function main(): Promise<void> {
       id: gateway.commandSigner.keyId,
       publicKeyPem: gateway.commandSigner.publicKeyPem,
     },
+    ...(localNodeConsole === undefined ? {} : { nodeConsole: localNodeConsole }),
   });
   cleanups.push({
     what: 'executor',
