@@ -89,17 +89,23 @@ export interface CollectorDeps {
   /** How often the state source asks discovery again (CRDs that came or went); tests shorten it. */
   readonly stateDiscoveryIntervalMs?: number;
   /**
-   * Pod consoles, relayed to the executor on this socket: set only when the executor said it has
-   * exec.pod on (main.ts asks it at start). Absent: not advertised, requests ignored.
-   */
-  readonly consoles?: { readonly executorSocket: string };
-  /**
    * Node jobs and mutations the executor's gates allow (main.ts asks it at start): advertised as
    * node_jobs / mutations. Requests are relayed to `executorSocket` whatever these say (the
    * executor refuses, with an audit record); without an executor they are answered
    * EXECUTOR_UNAVAILABLE.
    */
   readonly writeFeatures?: ExecutorWriteFeatures;
+  /**
+   * Pod consoles, relayed to the executor on this socket: set only when the executor said it has
+   * exec.pod on (main.ts asks it at start). Absent: not advertised, requests ignored.
+   */
+  readonly consoles?: {
+    readonly executorSocket: string;
+    /** exec.pod is on in the executor (absent: true, the relay exists for pod consoles). */
+    readonly podConsoles?: boolean;
+    /** exec.node is on in the executor: node consoles are advertised too. */
+    readonly nodeConsoles?: boolean;
+  };
   readonly streamTuning?: Pick<
     GatewayStreamOptions,
     'keepaliveTimeMs' | 'keepaliveTimeoutMs' | 'stallTimeoutMs'
@@ -140,6 +146,18 @@ export interface BufferPlacement {
   readonly path: string;
   readonly maxMemoryBytes: number;
   readonly maxDiskBytes: number;
+}
+
+/** pod_consoles / node_consoles: what the executor said it has on (main.ts asked it). */
+function consoleCapabilities(consoles: CollectorDeps['consoles']): {
+  podConsoles: boolean;
+  nodeConsoles: boolean;
+} {
+  if (consoles === undefined) return { podConsoles: false, nodeConsoles: false };
+  return {
+    podConsoles: consoles.podConsoles !== false,
+    nodeConsoles: consoles.nodeConsoles === true,
+  };
 }
 
 /**
@@ -297,7 +315,7 @@ export function createCollector(
           }),
           query: true,
           catalog: catalog !== undefined,
-          podConsoles: consoleRelay !== undefined,
+          ...consoleCapabilities(deps.consoles),
           ...writes.capabilities,
         },
       },

@@ -82,17 +82,21 @@ async function clusterIdWithRetry(
 }
 
 /**
- * Consoles are relayed only when the executor says exec.pod is on (its own config decides; the
- * collector advertises pod_consoles to the gateway only then).
+ * Consoles are relayed only when the executor says exec.pod or exec.node is on (its own config
+ * decides; the collector advertises pod_consoles / node_consoles to the gateway only then).
  */
-async function consoleRelayTarget(logger: Logger): Promise<{ executorSocket: string } | undefined> {
+async function consoleRelayTarget(
+  logger: Logger,
+): Promise<{ executorSocket: string; podConsoles: boolean; nodeConsoles: boolean } | undefined> {
   const socket = process.env['KUBEXA_EXECUTOR_SOCKET'];
   if (socket === undefined || socket === '') return undefined;
   const client = createExecutorClient(socket);
   try {
     const answer = await client.getCapabilities(randomUUID(), AbortSignal.timeout(5000));
-    if (!answer.enabledGates.includes(Gate.GATE_POD_EXEC)) return undefined;
-    return { executorSocket: socket };
+    const podConsoles = answer.enabledGates.includes(Gate.GATE_POD_EXEC);
+    const nodeConsoles = answer.enabledGates.includes(Gate.GATE_NODE_SHELL);
+    if (!podConsoles && !nodeConsoles) return undefined;
+    return { executorSocket: socket, podConsoles, nodeConsoles };
   } catch (err: unknown) {
     logger.warn(
       { reason: getErrorMessage(err) },

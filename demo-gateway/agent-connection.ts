@@ -119,6 +119,11 @@ function advertisesConsoles(request: HandshakeRequest): boolean {
   return request.caps?.podConsoles === true;
 }
 
+/** The handshake's node_consoles flag (absent: false). */
+function advertisesNodeConsoles(request: HandshakeRequest): boolean {
+  return request.caps?.nodeConsoles === true;
+}
+
 export class AgentConnection {
   readonly #call: Call;
   readonly #options: AdmissionOptions;
@@ -130,6 +135,8 @@ export class AgentConnection {
   /** The agent advertised node_jobs / mutations: only then is it sent those requests. */
   nodeJobs = false;
   mutations = false;
+  /** The agent advertised node_consoles (exec.node on in its executor). */
+  nodeConsoles = false;
   #pendingAcks: string[] = [];
   #ackScheduled = false;
   readonly #queries = new Map<
@@ -330,6 +337,7 @@ export class AgentConnection {
     const request = payload.value;
     this.podConsoles = advertisesConsoles(request);
     this.#adoptWriteCapabilities(request);
+    this.nodeConsoles = advertisesNodeConsoles(request);
     const header = this.#call.metadata.get('x-tenant-token')[0]?.toString() ?? '';
     const token = request.tenantToken === '' ? header : request.tenantToken;
     this.#update(identityOf(message, request, this.#info.agentId));

@@ -15,6 +15,7 @@ import type {
   GatewayMessage,
 } from '../proto/index.js';
 import type { CommandSigner } from './command-signer.js';
+import { signNodeConsoleOpen } from './node-console-routes.js';
 
 type ConsoleServerCall = ServerDuplexStream<ConsoleAgentFrame, ConsoleGatewayFrame>;
 
@@ -33,6 +34,8 @@ export interface ConsoleSpec {
   readonly cols?: number;
   readonly rows?: number;
   readonly principal?: string;
+  /** A node console on this node (namespace and pod are then empty). */
+  readonly node?: string;
 }
 
 export type ConsoleState = 'opening' | 'open' | 'detached' | 'ended' | 'refused';
@@ -244,11 +247,15 @@ export class ConsoleHub {
         tty: spec.tty ?? true,
         cols: spec.cols ?? 80,
         rows: spec.rows ?? 24,
-        signedCommand: this.#signer.signConsoleOpen(requestId, principal, {
-          namespace: spec.namespace,
-          pod: spec.pod,
-          container,
-        }),
+        node: spec.node ?? '',
+        signedCommand:
+          spec.node === undefined || spec.node === ''
+            ? this.#signer.signConsoleOpen(requestId, principal, {
+                namespace: spec.namespace,
+                pod: spec.pod,
+                container,
+              })
+            : signNodeConsoleOpen(this.#signer, requestId, principal, spec.node),
       },
     });
     if (!sent) {

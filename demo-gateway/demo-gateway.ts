@@ -75,7 +75,9 @@ export class DemoGateway {
     this.consoles = new ConsoleHub(this.commandSigner, (sessionId, payload) => {
       const connection = this.#connections.get(sessionId);
       // An agent that did not advertise pod_consoles is never sent console requests.
-      if (connection?.podConsoles === true) return connection.send(payload);
+      if (connection?.podConsoles === true || connection?.nodeConsoles === true) {
+        return connection.send(payload);
+      }
       return false;
     });
     this.events.on('message', (message) => {
@@ -158,6 +160,13 @@ export class DemoGateway {
   nodeJobAgents(): string[] {
     return this.sessions()
       .filter((s) => s.state === 'connected' && this.#connections.get(s.sessionId)?.nodeJobs)
+      .map((s) => s.sessionId);
+  }
+
+  /** Connected agent sessions whose agent advertised node consoles, newest first. */
+  nodeConsoleAgents(): string[] {
+    return this.sessions()
+      .filter((s) => s.state === 'connected' && this.#connections.get(s.sessionId)?.nodeConsoles)
       .map((s) => s.sessionId);
   }
 

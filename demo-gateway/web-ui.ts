@@ -5,6 +5,7 @@ import type { ControlResult, LogFilter, Overview } from './api-types.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import { registerNodeRoutes } from './node-routes.js';
 import { registerClusterRoutes } from './cluster-routes.js';
+import { registerNodeConsoleRoutes } from './node-console-routes.js';
 import type { DemoGateway } from './demo-gateway.js';
 import { parseLevels } from './log-store.js';
 import { registerMetricsRoutes } from './metrics-routes.js';
@@ -192,6 +193,7 @@ export function createWebUi(gateway: DemoGateway, options: WebUiOptions = {}): F
   registerNodeRoutes(app, gateway);
   registerClusterRoutes(app, gateway);
   registerMetricsRoutes(app, gateway);
+  registerNodeConsoleRoutes(app, gateway);
 
   app.get('/*', (request, reply) => {
     const path = request.url.split('?')[0] ?? '/';

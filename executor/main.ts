@@ -20,6 +20,7 @@ import { createExecutorServer } from './server/executor-server.js';
 import { createNodeJobServices } from './jobs/wire-node-jobs.js';
 import { createPodConsoles, resumeWindowMs } from './sessions/pod-consoles.js';
 import { createSessionManager } from './sessions/session-manager.js';
+import { createNodeConsoles } from './node-console/node-consoles.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
 const DEFAULT_SOCKET_PATH = '/run/kubexa/executor.sock';
@@ -69,6 +70,7 @@ async function main(): Promise<void> {
   const minter = collectorTokenMinter(sharedGid, logger);
   const stop = new AbortController();
   const jobs = createNodeJobServices(config, guard, process.env, logger);
+  const consoles = consoleDeps(config, guard, logger);
   const closeAll = await startServices(
     [
       ...(minter === undefined ? [] : [minter]),
@@ -82,10 +84,13 @@ async function main(): Promise<void> {
           gateAccess: gateAccessReporter(config).report,
           shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
           ...jobs.serverOptions,
-          consoles: consoleDeps(config, guard, logger),
+          consoles,
         },
         { logger },
       ),
+      // After the server: the boot sweep runs once the socket is up (it keeps this executor's
+      // own helpers), and at stop node consoles end and their helpers go before the server drains.
+      ...(consoles?.nodes === undefined ? [] : [consoles.nodes.service]),
       // Started after the server so it stops first: a running node job is cancelled (its stream
       // ends with CANCELLED) before the server drains its calls.
       jobs.service,
@@ -147,11 +152,28 @@ function consoleDeps(
   );
   return {
     pods: createPodConsoles({ config: pod, guard, kube, sessions }),
+    nodes: createNodeConsoles({
+      config: config.exec.node,
+      defaultShell: pod.default_shell,
+      guard,
+      kube,
+      sessions,
+      logger,
+      // The chart sets both; a local run (the demo, tests) names its own or gets these.
+      release: nonEmpty(process.env['KUBEXA_RELEASE_NAME']) ?? 'kubexa-agent',
+      releaseNamespace:
+        nonEmpty(process.env['KUBEXA_POD_NAMESPACE']) ??
+        nonEmpty(kube.getContextObject(kube.getCurrentContext())?.namespace) ??
+        'default',
+    }),
     sessions,
     logger,
     audit,
   };
 }
+
+const nonEmpty = (text: string | undefined): string | undefined =>
+  text === undefined || text === '' ? undefined : text;
 
 /** Where the in-cluster ServiceAccount files are (the executor's own projected token). */
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';

@@ -12,6 +12,15 @@ export interface DemoExecutor {
   readonly configPath: string;
 }
 
+/** Node consoles in the demo: on the real node only, with a locally built helper image. */
+export interface DemoNodeConsole {
+  readonly node: string;
+  /** image@sha256:... already on the node. */
+  readonly image: string;
+  /** The host process nsenter enters (the kubelet: PID 1 of these machines cannot be entered). */
+  readonly targetPid: number;
+}
+
 export async function startDemoExecutor(options: {
   readonly root: string;
   readonly workdir: string;
@@ -22,7 +31,9 @@ export async function startDemoExecutor(options: {
    * on a cluster reached with --current-context.
    */
   readonly nodeJobs?: boolean;
+  readonly nodeConsole?: DemoNodeConsole;
 }): Promise<DemoExecutor> {
+  const node = options.nodeConsole;
   const socketPath = join(options.workdir, 'executor', 'executor.sock');
   const configPath = join(options.workdir, 'executor.yaml');
   await writeFile(
@@ -35,6 +46,19 @@ export async function startDemoExecutor(options: {
           max_sessions: 4,
           resume_window_sec: 60,
         },
+        ...(node === undefined
+          ? {}
+          : {
+              node: {
+                enabled: true,
+                image: node.image,
+                namespace: 'default',
+                nodes: [node.node],
+                nsenter_target_pid: node.targetPid,
+                helper_ready_timeout_sec: 60,
+                max_session_sec: 3600,
+              },
+            }),
       },
       ...(options.nodeJobs === true
         ? {

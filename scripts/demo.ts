@@ -21,12 +21,14 @@ import { ensureUiBuilt } from '../demo-gateway/ui-build.js';
 import { createWebUi } from '../demo-gateway/web-ui.js';
 import { ConfigSnapshot } from '../proto/index.js';
 import {
+  clusterVersions,
   startCluster,
   stopCluster,
   TEST_NODE_NAMES,
   type ClusterOptions,
 } from '../test/cluster/cluster.js';
-import { startDemoExecutor } from './demo-executor.js';
+import { pinLocalImage } from '../test/node/helper-image.js';
+import { startDemoExecutor, type DemoNodeConsole } from './demo-executor.js';
 import { startRealNodePod, TOOLBOX } from './demo-real-node-pod.js';
 import { startDemoMetrics } from './demo-metrics.js';
 import { SAMPLE_APPS, startSampleWorkload, type SampleWorkload } from './demo-workload.js';
@@ -171,10 +173,25 @@ async function localCluster(): Promise<string> {
   );
   localBinDir = cluster.binDir;
   localRealNode = cluster.realNode !== undefined;
+  if (cluster.realNode !== undefined) {
+    // Node consoles on the real node: the local busybox image pinned by digest as the helper,
+    // and the kubelet as the nsenter target (PID 1 of these machines cannot be entered).
+    localNodeConsole = {
+      node: cluster.realNode.name,
+      image: pinLocalImage(
+        cluster.binDir,
+        cluster.realNode.containerdSocket,
+        clusterVersions()['BUSYBOX_IMAGE'] ?? '',
+      ),
+      targetPid: cluster.realNode.kubeletPid,
+    };
+    say(`real node ${cluster.realNode.name} up: node consoles on (Consoles view)`);
+  }
   return cluster.kubeconfigPath;
 }
 let localBinDir: string | undefined;
 let localRealNode = false;
+let localNodeConsole: DemoNodeConsole | undefined;
 
 function loadKube(path: string): KubeConfig {
   const kc = new KubeConfig();
@@ -283,40 +300,11 @@ async function main(): Promise<void> {
     : { kubeconfigPath: await localCluster(), binDir: localBinDir, local: true };
   await uiBuilt;
 
-  const gateway = new DemoGateway(
-    {
-      acceptToken: DEMO_TOKEN,
-      tokenFailure: 'unauthenticated',
-      // Heartbeats every 5 s instead of 30 s, so the UI shows the agent's health moving.
-      initialConfig: ConfigSnapshot.fromPartial({ heartbeatIntervalSec: 5 }),
-      // This gateway decodes lifecycle and Kubernetes events: the collector may send them.
-      acceptedPayloads: ['pod_lifecycle', 'kube_event'],
-    },
-    { logger: pino({ level: 'warn' }) },
+  const { gateway, grpcPort, url } = await startGateway(
+    cluster,
+    values['grpc-port'],
+    values['http-port'],
   );
-  // kwok's nodes only simulate pods: the Consoles view explains instead of failing on them.
-  if (cluster.local) gateway.consoles.markSimulatedNodes(TEST_NODE_NAMES);
-  const grpcPort = await gateway.listen(HOST, Number(values['grpc-port']));
-  const onFirstLogs = (message: { payload?: { $case: string } | undefined }): void => {
-    if (message.payload?.$case !== 'logs') return;
-    gateway.events.off('message', onFirstLogs);
-    say(`first log lines at the demo gateway at ${since()}: the Logs view has data`);
-  };
-  gateway.events.on('message', onFirstLogs);
-  const ui = createWebUi(gateway);
-  let url: string;
-  try {
-    url = await ui.listen({ host: HOST, port: Number(values['http-port']) });
-  } catch {
-    url = await ui.listen({ host: HOST, port: 0 });
-  }
-  cleanups.push({
-    what: 'demo gateway',
-    run: async () => {
-      await ui.close();
-      await gateway.close();
-    },
-  });
 
   const workdir = await mkdtemp(join(tmpdir(), 'kubexa-demo-'));
   cleanups.push({ what: 'demo files', run: () => rm(workdir, { recursive: true, force: true }) });
@@ -326,14 +314,7 @@ async function main(): Promise<void> {
     metrics: await freePort(),
   };
   // Metrics on, with a sample Prometheus endpoint and a pprof target: the Metrics view fills at once.
-  const demoMetrics = await startDemoMetrics({
-    binDir: cluster.binDir,
-    kc: cluster.local ? loadKube(cluster.kubeconfigPath) : undefined,
-    namespaces: cluster.local ? [...new Set(SAMPLE_APPS.map((a) => a.namespace))] : [],
-    podLabel: 'kubexa.io/demo=true',
-  });
-  cleanups.push({ what: 'demo metrics sources', run: () => demoMetrics.stop() });
-  say(`metrics sources: ${demoMetrics.describe}`);
+  const demoMetrics = await startMetricsSources(cluster);
   // The sample workload is created while the executor and the collector start (its pods take a
   // few seconds to run): the collector finds them through its watch.
   const workloadStarted = cluster.local ? startWorkload(cluster, workdir) : undefined;
@@ -354,6 +335,7 @@ async function main(): Promise<void> {
     },
     // The Nodes view's cordon, uncordon and drain: the local cluster's kwok nodes only.
     nodeJobs: cluster.local,
+    ...(localNodeConsole === undefined ? {} : { nodeConsole: localNodeConsole }),
   });
   cleanups.push({
     what: 'executor',
@@ -398,25 +380,7 @@ async function main(): Promise<void> {
     },
   });
   relayLogs(collector);
-  if (workloadStarted) {
-    const workload = await workloadStarted;
-    cleanups.push({
-      what: 'sample workload',
-      run: () => {
-        workload.stop();
-        return Promise.resolve();
-      },
-    });
-    say(
-      `sample workload (at ${since()}): ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
-    );
-    if (localRealNode) {
-      await startRealNodePod(loadKube(cluster.kubeconfigPath));
-      say(
-        `console target: ${TOOLBOX.namespace}/${TOOLBOX.name} (busybox on the real node; Consoles view)`,
-      );
-    }
-  }
+  if (workloadStarted) await sampleWorkloadUp(workloadStarted, cluster);
 
   printBanner({ url, grpcPort, ports, configPath, cluster });
 
@@ -431,6 +395,89 @@ async function main(): Promise<void> {
   say(`collector connected at ${since()}: cluster ${session.clusterId}, agent ${session.agentId}`);
   const [code, signal] = await exited;
   if (!stopping) throw new Error(`the collector exited (${signal ?? `code ${String(code)}`})`);
+}
+
+/** The demo gateway and its web UI, listening; stopped by the cleanups. */
+async function startGateway(
+  cluster: Cluster,
+  grpcPortArg: string,
+  httpPortArg: string,
+): Promise<{ gateway: DemoGateway; grpcPort: number; url: string }> {
+  const gateway = new DemoGateway(
+    {
+      acceptToken: DEMO_TOKEN,
+      tokenFailure: 'unauthenticated',
+      // Heartbeats every 5 s instead of 30 s, so the UI shows the agent's health moving.
+      initialConfig: ConfigSnapshot.fromPartial({ heartbeatIntervalSec: 5 }),
+      // This gateway decodes lifecycle and Kubernetes events: the collector may send them.
+      acceptedPayloads: ['pod_lifecycle', 'kube_event'],
+    },
+    { logger: pino({ level: 'warn' }) },
+  );
+  // kwok's nodes only simulate pods: the Consoles view explains instead of failing on them.
+  if (cluster.local) gateway.consoles.markSimulatedNodes(TEST_NODE_NAMES);
+  const grpcPort = await gateway.listen(HOST, Number(grpcPortArg));
+  const onFirstLogs = (message: { payload?: { $case: string } | undefined }): void => {
+    if (message.payload?.$case !== 'logs') return;
+    gateway.events.off('message', onFirstLogs);
+    say(`first log lines at the demo gateway at ${since()}: the Logs view has data`);
+  };
+  gateway.events.on('message', onFirstLogs);
+  const ui = createWebUi(gateway);
+  let url: string;
+  try {
+    url = await ui.listen({ host: HOST, port: Number(httpPortArg) });
+  } catch {
+    url = await ui.listen({ host: HOST, port: 0 });
+  }
+  cleanups.push({
+    what: 'demo gateway',
+    run: async () => {
+      await ui.close();
+      await gateway.close();
+    },
+  });
+
+  return { gateway, grpcPort, url };
+}
+
+/** A sample Prometheus endpoint and a pprof target, so the Metrics view fills at once. */
+async function startMetricsSources(
+  cluster: Cluster,
+): Promise<Awaited<ReturnType<typeof startDemoMetrics>>> {
+  const demoMetrics = await startDemoMetrics({
+    binDir: cluster.binDir,
+    kc: cluster.local ? loadKube(cluster.kubeconfigPath) : undefined,
+    namespaces: cluster.local ? [...new Set(SAMPLE_APPS.map((a) => a.namespace))] : [],
+    podLabel: 'kubexa.io/demo=true',
+  });
+  cleanups.push({ what: 'demo metrics sources', run: () => demoMetrics.stop() });
+  say(`metrics sources: ${demoMetrics.describe}`);
+  return demoMetrics;
+}
+
+/** Waits for the sample workload, registers its cleanup, and starts the real node's console pod. */
+async function sampleWorkloadUp(
+  workloadStarted: Promise<SampleWorkload>,
+  cluster: Cluster,
+): Promise<void> {
+  const workload = await workloadStarted;
+  cleanups.push({
+    what: 'sample workload',
+    run: () => {
+      workload.stop();
+      return Promise.resolve();
+    },
+  });
+  say(
+    `sample workload (at ${since()}): ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
+  );
+  if (localRealNode) {
+    await startRealNodePod(loadKube(cluster.kubeconfigPath));
+    say(
+      `console target: ${TOOLBOX.namespace}/${TOOLBOX.name} (busybox on the real node; Consoles view)`,
+    );
+  }
 }
 
 function startWorkload(cluster: Cluster, workdir: string): Promise<SampleWorkload> {

@@ -13,6 +13,8 @@ import {
   ExecutorServiceClient,
   RefusalCode,
   type AuditRecord,
+  type CommandTarget,
+  type ConsoleOpenRequest,
   type ConsoleAgentFrame,
   type ConsoleAudit,
   type ConsoleGatewayFrame,
@@ -49,6 +51,11 @@ export function endReasonName(reason: ConsoleEndReason): string {
   return END_REASONS[reason] ?? 'unspecified';
 }
 
+/** The audited target: pod/<namespace>/<pod>/<container>, or node/<node> for a node console. */
+function consoleTargetText(t: NonNullable<ConsoleAudit['target']>): string {
+  return t.kind === 'node' ? `node/${t.name}` : `pod/${t.namespace}/${t.name}/${t.container}`;
+}
+
 /** The executor's audit record as the wire's AuditRecord. */
 export function toAuditRecord(audit: ConsoleAudit): AuditRecord {
   const t = audit.target;
@@ -57,7 +64,7 @@ export function toAuditRecord(audit: ConsoleAudit): AuditRecord {
     requestId: audit.requestId,
     sessionId: audit.sessionId,
     principal: audit.principal,
-    target: t === undefined ? '' : `pod/${t.namespace}/${t.name}/${t.container}`,
+    target: t === undefined ? '' : consoleTargetText(t),
     verb: 'console',
     command: audit.command,
     tty: audit.tty,
@@ -136,6 +143,23 @@ function toInput(frame: ConsoleGatewayFrame): ConsoleRequest | undefined {
     case undefined:
       return undefined;
   }
+}
+
+/**
+ * The executor's target for a gateway open: a node console when `node` is set (kind "node"),
+ * a pod console otherwise. The executor checks it against the signed command.
+ */
+export function consoleOpenTarget(open: ConsoleOpenRequest): CommandTarget {
+  if (open.node !== '') {
+    return { kind: 'node', namespace: '', name: open.node, container: '', resource: '' };
+  }
+  return {
+    kind: 'pod',
+    namespace: open.namespace,
+    name: open.pod,
+    container: open.container,
+    resource: '',
+  };
 }
 
 export interface ConsoleRelay {
@@ -225,7 +249,7 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
       if (request.$case === 'consoleOpen') {
         const open = request.value;
         logger.info(
-          { requestId: open.requestId, namespace: open.namespace, pod: open.pod },
+          { requestId: open.requestId, namespace: open.namespace, pod: open.pod, node: open.node },
           'console open relayed to the executor',
         );
         // The first frame names the console on the gateway's side.
@@ -237,13 +261,7 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
               $case: 'open',
               value: {
                 requestId: open.requestId,
-                target: {
-                  kind: 'pod',
-                  namespace: open.namespace,
-                  name: open.pod,
-                  container: open.container,
-                  resource: '',
-                },
+                target: consoleOpenTarget(open),
                 command: open.command,
                 tty: open.tty,
                 size: { cols: open.cols, rows: open.rows },

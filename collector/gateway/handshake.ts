@@ -27,6 +27,8 @@ export interface AgentIdentity {
     readonly kubeEvents?: boolean;
     /** Pod consoles: the executor has exec.pod on (it said so over its socket). */
     readonly podConsoles?: boolean;
+    /** Node consoles: the executor has exec.node on. */
+    readonly nodeConsoles?: boolean;
     /** Cluster profiles (AgentMessage.profile); absent: false. */
     readonly profiles?: boolean;
   };

@@ -16,10 +16,14 @@ import type { CommandGuard } from '../guard/authorize-command.js';
 import { attachRefusal, attachRefusalRecord } from '../sessions/attach-authorization.js';
 import type { ConsoleSession, ConsoleSink } from '../sessions/console-session.js';
 import type { PodConsoles } from '../sessions/pod-consoles.js';
+import type { NodeConsoles } from '../node-console/node-consoles.js';
+import { openerFor } from '../node-console/console-kind.js';
 import type { SessionManager } from '../sessions/session-manager.js';
 
 export interface ConsoleRpcDeps {
   readonly pods: PodConsoles;
+  /** Node consoles (target kind "node"); absent: such opens are refused as GATE_DISABLED. */
+  readonly nodes?: Pick<NodeConsoles, 'open'>;
   readonly sessions: SessionManager;
   readonly logger: Logger;
   /** Writes one audit record to the executor's log. */
@@ -123,7 +127,7 @@ export function handleConsoleStream(
     const input = message.input;
     if (input?.$case === 'open') {
       opening = true;
-      deps.pods
+      openerFor(input.value, deps)
         .open(input.value, sink)
         .then((outcome) => {
           opening = false;

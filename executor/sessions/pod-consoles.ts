@@ -103,7 +103,7 @@ function podReadRefusal(err: unknown, namespace: string, pod: string): OpenOutco
 }
 
 /** The session's process: a pods/exec connection behind the ConsoleProcess interface. */
-function podExecProcess(
+export function podExecProcess(
   kube: KubeConfig,
   target: PodExecTarget,
   size: TerminalSize | undefined,
@@ -264,7 +264,7 @@ export function createPodConsoles(deps: {
   };
 }
 
-const REFUSAL_BY_GUARD: Record<AuthorizationRefusalCode, RefusalCode> = {
+export const REFUSAL_BY_GUARD: Record<AuthorizationRefusalCode, RefusalCode> = {
   SIGNATURE_INVALID: RefusalCode.REFUSAL_CODE_SIGNATURE_INVALID,
   SIGNATURE_EXPIRED: RefusalCode.REFUSAL_CODE_SIGNATURE_EXPIRED,
   SIGNATURE_REPLAYED: RefusalCode.REFUSAL_CODE_SIGNATURE_REPLAYED,

@@ -23,6 +23,10 @@ export interface SessionLimits {
   readonly maxChunkBytes: number;
 }
 
+export interface SessionOverrides {
+  readonly maxSessionMs?: number;
+}
+
 export type StartProcess = (handlers: ConsoleProcessHandlers) => Promise<ConsoleProcess>;
 
 export type AttachResult =
@@ -41,6 +45,8 @@ export interface SessionManager {
     description: SessionDescription,
     startProcess: StartProcess,
     sink: ConsoleSink,
+    /** Per-kind overrides of the manager's limits (a node console's own max_session_sec). */
+    overrides?: SessionOverrides,
   ): Promise<ConsoleSession>;
   attach(sessionId: string, resumeAfter: number, sink: ConsoleSink): AttachResult;
   /** The live session with this id (to authorize an attach before it happens). */
@@ -91,7 +97,7 @@ export function createSessionManager(
     release() {
       slots = Math.max(0, slots - 1);
     },
-    async start(description, startProcess, sink) {
+    async start(description, startProcess, sink, overrides = {}) {
       let released = false;
       const releaseOnce = () => {
         if (released) return;
@@ -101,7 +107,10 @@ export function createSessionManager(
       const session = new ConsoleSession(
         description,
         new OutputLog(limits.outputWindowBytes, limits.maxChunkBytes),
-        { maxSessionMs: limits.maxSessionMs, resumeWindowMs: limits.resumeWindowMs },
+        {
+          maxSessionMs: overrides.maxSessionMs ?? limits.maxSessionMs,
+          resumeWindowMs: limits.resumeWindowMs,
+        },
         {
           onGone: (s) => {
             sessions.delete(s.id);

@@ -489,7 +489,24 @@ const ExecNodeSection = z
     /** How long the helper Pod may take to become ready, image pull included. */
     helper_ready_timeout_sec: integer(120, { min: 1, max: 3600 }),
     max_session_sec: integer(3600, { min: 10, max: 86_400 }),
+    /** Node name patterns a console may open on; "*" every node. Empty is refused while enabled. */
+    nodes: z.array(patternText(NODE)).default(['*']),
+    /**
+     * The host process whose namespaces nsenter enters. 1 (the host's init) is the standard; a
+     * host whose PID 1 cannot be entered (some VMs) names another long-lived host process.
+     */
+    nsenter_target_pid: integer(1, { min: 1, max: 4_194_304 }),
   })
+  .superRefine(
+    (node, ctx) => {
+      if (!node.enabled || node.nodes.length > 0) return;
+      adder(ctx)(
+        ['nodes'],
+        'list the nodes a console may open on, e.g. ["*"] for every node (an empty list grants nothing)',
+      );
+    },
+    whenValid(['enabled'], ['nodes']),
+  )
   .superRefine(
     (node, ctx) => {
       if (!node.enabled || node.image.trim() !== '') return;

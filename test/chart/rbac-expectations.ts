@@ -15,9 +15,10 @@ type Feature = ChartFeature;
 /**
  * The privileged features the executor implements, as the chart's kubexa.implementedFeatures
  * lists them. A gate for any other feature is refused, or (with RENDER_UNIMPLEMENTED) renders
- * the executor without the gate's RBAC. exec: pod consoles; nodeOps and write: node jobs and mutations.
+ * the executor without the gate's RBAC. exec: pod consoles; nodeShell: node consoles; nodeOps and
+ * write: node jobs and mutations.
  */
-export const IMPLEMENTED_FEATURES: readonly Feature[] = ['exec', 'nodeOps', 'write'];
+export const IMPLEMENTED_FEATURES: readonly Feature[] = ['exec', 'nodeShell', 'nodeOps', 'write'];
 
 /** Values that let a gate whose feature is not implemented render (identity and socket tests). */
 export const RENDER_UNIMPLEMENTED: Values = { executor: { renderUnimplemented: true } };
@@ -112,6 +113,8 @@ export const EXECUTOR_CLUSTER_GRANTS = {
 export const NODE_SHELL_ROLE_GRANTS = [
   ...expand('', ['pods'], ['create', 'get', 'list', 'watch', 'delete']),
   ...expand('', ['pods/exec'], ['get', 'create']),
+  // The pod's events explain a helper that does not start.
+  ...expand('', ['events'], ['list']),
 ];
 
 /**

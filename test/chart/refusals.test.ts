@@ -69,13 +69,15 @@ describe.each(HELM_VERSIONS)('chart refusals ($label)', ({ binary }) => {
   });
 
   it('renders the executor with a gate on only under the explicit acknowledgement, and then grants the gate nothing', async () => {
-    // nodeOps and write are implemented (they render their ClusterRole without the
-    // acknowledgement): only the unimplemented gates are on here.
+    // Every feature is implemented now: a chart copy that lists none of them stands for the
+    // next gate that lands before its feature, so the mechanism stays proven.
+    const values = { rbac: { exec: true, nodeShell: true } };
+    expect(await renderError(helm, { values, implementedFeatures: [] })).toContain(
+      'rbac.exec=true is refused: this version of the executor does not implement',
+    );
     const objects = await render(helm, {
-      values: {
-        rbac: { exec: true, nodeShell: true },
-        ...RENDER_UNIMPLEMENTED,
-      },
+      values: { ...values, ...RENDER_UNIMPLEMENTED },
+      implementedFeatures: [],
     });
     const executorRoles = objects.filter(
       (o) => o.kind.endsWith('Role') && o.metadata.name.includes('executor'),

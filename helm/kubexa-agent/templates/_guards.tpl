@@ -9,7 +9,7 @@ unless executor.renderUnimplemented=true, and its RBAC is never rendered: the ch
 grant a permission that no code uses. Add a feature here in the change that implements it.
 */}}
 {{- define "kubexa.implementedFeatures" -}}
-{{- list "exec" "nodeOps" "write" | toJson -}}
+{{- list "exec" "nodeShell" "nodeOps" "write" | toJson -}}
 {{- end -}}
 
 {{- define "kubexa.featureImplemented" -}}

@@ -140,6 +140,10 @@ cluster-scoped, and a rule naming one namespace never reaches them).
 - apiGroups: [""]
   resources: [pods/exec]
   verbs: [get, create]
+# A helper that does not start is explained from its events (an image pull that fails).
+- apiGroups: [""]
+  resources: [events]
+  verbs: [list]
 {{- end -}}
 
 {{/*

@@ -6,6 +6,7 @@ import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { ViewProps } from '../views.js';
+import { NodeConsolePicker } from './node-console-picker.js';
 
 interface Target {
   readonly namespace: string;
@@ -345,6 +346,13 @@ export function ConsolesView({ reachable }: ViewProps) {
         onClose={() => void post(`/api/consoles/${current ?? ''}/input`, { close: true })}
       />
       <SimulatedNote targets={targets} />
+      <NodeConsolePicker
+        onOpened={(id) => {
+          setState(undefined);
+          setCurrent(id);
+        }}
+        onError={setError}
+      />
       {error ? <p class="console-error">{error}</p> : null}
       <Status state={state} />
       {current !== undefined ? (

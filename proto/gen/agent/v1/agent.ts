@@ -311,6 +311,11 @@ export interface AgentCapabilities {
   catalog: boolean;
   /** pod_consoles: the agent answers console_open/console_attach and serves Console calls. */
   podConsoles: boolean;
+  /**
+   * node_consoles: the executor accepts node consoles (its exec.node gate is on); opened with
+   * ConsoleOpenRequest.node.
+   */
+  nodeConsoles: boolean;
   /** node_jobs: the executor accepts node jobs (its mutate.node gate is on). */
   nodeJobs: boolean;
   /** mutations: the executor accepts generic mutations (its mutate gate is on). */
@@ -1153,6 +1158,7 @@ function createBaseAgentCapabilities(): AgentCapabilities {
     query: false,
     catalog: false,
     podConsoles: false,
+    nodeConsoles: false,
     nodeJobs: false,
     mutations: false,
     profiles: false,
@@ -1184,6 +1190,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     }
     if (message.podConsoles !== false) {
       writer.uint32(32).bool(message.podConsoles);
+    }
+    if (message.nodeConsoles !== false) {
+      writer.uint32(40).bool(message.nodeConsoles);
     }
     if (message.nodeJobs !== false) {
       writer.uint32(48).bool(message.nodeJobs);
@@ -1274,6 +1283,14 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
             message.podConsoles = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.nodeConsoles = reader.bool();
+            continue;
+          }
           case 6: {
             if (tag !== 48) {
               break;
@@ -1332,6 +1349,11 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
         : isSet(object.pod_consoles)
         ? globalThis.Boolean(object.pod_consoles)
         : false,
+      nodeConsoles: isSet(object.nodeConsoles)
+        ? globalThis.Boolean(object.nodeConsoles)
+        : isSet(object.node_consoles)
+        ? globalThis.Boolean(object.node_consoles)
+        : false,
       nodeJobs: isSet(object.nodeJobs)
         ? globalThis.Boolean(object.nodeJobs)
         : isSet(object.node_jobs)
@@ -1368,6 +1390,9 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     if (message.podConsoles !== false) {
       obj.podConsoles = message.podConsoles;
     }
+    if (message.nodeConsoles !== false) {
+      obj.nodeConsoles = message.nodeConsoles;
+    }
     if (message.nodeJobs !== false) {
       obj.nodeJobs = message.nodeJobs;
     }
@@ -1393,6 +1418,7 @@ export const AgentCapabilities: MessageFns<AgentCapabilities> = {
     message.query = object.query ?? false;
     message.catalog = object.catalog ?? false;
     message.podConsoles = object.podConsoles ?? false;
+    message.nodeConsoles = object.nodeConsoles ?? false;
     message.nodeJobs = object.nodeJobs ?? false;
     message.mutations = object.mutations ?? false;
     message.profiles = object.profiles ?? false;

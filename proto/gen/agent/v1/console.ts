@@ -41,6 +41,12 @@ export interface ConsoleOpenRequest {
    * console, this request id and target), relayed to the executor untouched.
    */
   signedCommand: string;
+  /**
+   * node: the node name for a node console (a shell on the node itself, through a privileged
+   * helper Pod the agent creates); set instead of namespace/pod/container. The signed command's
+   * target is then kind "node" with this name.
+   */
+  node: string;
 }
 
 /**
@@ -148,6 +154,7 @@ function createBaseConsoleOpenRequest(): ConsoleOpenRequest {
     cols: 0,
     rows: 0,
     signedCommand: "",
+    node: "",
   };
 }
 
@@ -182,6 +189,9 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
     }
     if (message.signedCommand !== "") {
       writer.uint32(82).string(message.signedCommand);
+    }
+    if (message.node !== "") {
+      writer.uint32(90).string(message.node);
     }
     return writer;
   },
@@ -279,6 +289,14 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
             message.signedCommand = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -311,6 +329,7 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
         : isSet(object.signed_command)
         ? globalThis.String(object.signed_command)
         : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
     };
   },
 
@@ -346,6 +365,9 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
     if (message.signedCommand !== "") {
       obj.signedCommand = message.signedCommand;
     }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
     return obj;
   },
 
@@ -364,6 +386,7 @@ export const ConsoleOpenRequest: MessageFns<ConsoleOpenRequest> = {
     message.cols = object.cols ?? 0;
     message.rows = object.rows ?? 0;
     message.signedCommand = object.signedCommand ?? "";
+    message.node = object.node ?? "";
     return message;
   },
 };

@@ -59,6 +59,11 @@ export const RefusalCode = {
   REFUSAL_CODE_RESUME_EXPIRED: 11,
   /** REFUSAL_CODE_EXEC_FAILED - The exec connection to the API server failed (not an authorization answer). */
   REFUSAL_CODE_EXEC_FAILED: 12,
+  /**
+   * REFUSAL_CODE_HELPER_NOT_READY - A node console's helper Pod did not become ready in time (image pull included) or failed;
+   * the reason carries its status and events. The helper was deleted.
+   */
+  REFUSAL_CODE_HELPER_NOT_READY: 13,
   UNRECOGNIZED: -1,
 } as const;
 
@@ -80,6 +85,7 @@ export namespace RefusalCode {
   export type REFUSAL_CODE_NOT_FOUND = typeof RefusalCode.REFUSAL_CODE_NOT_FOUND;
   export type REFUSAL_CODE_RESUME_EXPIRED = typeof RefusalCode.REFUSAL_CODE_RESUME_EXPIRED;
   export type REFUSAL_CODE_EXEC_FAILED = typeof RefusalCode.REFUSAL_CODE_EXEC_FAILED;
+  export type REFUSAL_CODE_HELPER_NOT_READY = typeof RefusalCode.REFUSAL_CODE_HELPER_NOT_READY;
   export type UNRECOGNIZED = typeof RefusalCode.UNRECOGNIZED;
 }
 
@@ -130,6 +136,9 @@ export function refusalCodeFromJSON(object: any): RefusalCode {
     case 12:
     case "REFUSAL_CODE_EXEC_FAILED":
       return RefusalCode.REFUSAL_CODE_EXEC_FAILED;
+    case 13:
+    case "REFUSAL_CODE_HELPER_NOT_READY":
+      return RefusalCode.REFUSAL_CODE_HELPER_NOT_READY;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -169,6 +178,8 @@ export function refusalCodeToJSON(object: RefusalCode): string {
       return "REFUSAL_CODE_RESUME_EXPIRED";
     case RefusalCode.REFUSAL_CODE_EXEC_FAILED:
       return "REFUSAL_CODE_EXEC_FAILED";
+    case RefusalCode.REFUSAL_CODE_HELPER_NOT_READY:
+      return "REFUSAL_CODE_HELPER_NOT_READY";
     case RefusalCode.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

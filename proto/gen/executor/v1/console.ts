@@ -178,7 +178,10 @@ export interface ConsoleRequest {
 /** ConsoleOpen starts a new session. */
 export interface ConsoleOpen {
   requestId: string;
-  /** target: kind "pod", namespace, name and container ("" = the pod's default container). */
+  /**
+   * target: kind "pod", namespace, name and container ("" = the pod's default container); or,
+   * for a node console, kind "node" and the node's name (namespace and container empty).
+   */
   target?:
     | CommandTarget
     | undefined;

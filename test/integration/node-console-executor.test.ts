@@ -1,0 +1,254 @@
+// Node consoles in the executor process against the real API server (kwok nodes; the shell
+// itself runs on the real node in test/node/node-console.test.ts). Every refusal is sent straight
+// to the executor's socket, as a compromised collector would, and creates no helper. A helper
+// that never becomes ready is refused with its status and deleted; the boot sweep removes this
+// release's orphan helpers from exec.node.namespace and the release namespace and nothing else.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RefusalCode } from '../../proto/index.js';
+import {
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  RELEASE_LABEL,
+  SESSION_LABEL,
+} from '../../executor/node-console/helper-pod.js';
+import { generateCommandKeyPair } from '../../shared/signed-command/sign-command.js';
+import {
+  createTestNamespace,
+  eventually,
+  loadKubeConfig,
+  type TestNamespace,
+} from '../helpers/kube.js';
+import {
+  liveHelpers,
+  nodeShellIdentity,
+  openNodeConsole,
+  removeExecutorDirs,
+  signNodeConsole,
+  startNodeConsoleExecutor,
+  type NodeConsoleExecutor,
+} from '../helpers/node-console-executor.js';
+
+const admin = loadKubeConfig(inject('kubeconfigPath'));
+const core = admin.makeApiClient(CoreV1Api);
+const platform = generateCommandKeyPair();
+const KEY_ID = 'platform-test';
+const RELEASE = 'rel-a';
+/** Any digest-pinned image: on kwok nodes nothing is pulled. */
+const IMAGE = `kubexa.test/nsenter@sha256:${'a'.repeat(64)}`;
+
+let home: TestNamespace;
+let shells: TestNamespace;
+let other: TestNamespace;
+let dir: string;
+let kubeconfigPath: string;
+const executors: NodeConsoleExecutor[] = [];
+
+function executorConfig(node: Record<string, unknown>) {
+  return {
+    exec: {
+      pod: { max_sessions: 2 },
+      node: {
+        enabled: true,
+        image: IMAGE,
+        namespace: shells.name,
+        helper_ready_timeout_sec: 3,
+        max_session_sec: 10,
+        nodes: ['kwok-node-*', 'no-such-node'],
+        ...node,
+      },
+    },
+    security: { command_keys: [{ id: KEY_ID, public_key: platform.publicKeyPem }] },
+  };
+}
+
+async function start(node: Record<string, unknown> = {}): Promise<NodeConsoleExecutor> {
+  const executor = await startNodeConsoleExecutor({
+    kubeconfigPath,
+    config: executorConfig(node),
+    release: RELEASE,
+    releaseNamespace: home.name,
+  });
+  executors.push(executor);
+  return executor;
+}
+
+const sign = (node: string, over: Parameters<typeof signNodeConsole>[3] = {}) => {
+  return (requestId: string) =>
+    signNodeConsole({ key: platform, keyId: KEY_ID }, requestId, node, over);
+};
+
+/** A Pod labelled as a helper of `release` (or not a helper at all), sleeping on a kwok node. */
+function helperLike(name: string, namespace: string, labels: Record<string, string>): V1Pod {
+  return {
+    metadata: { name, namespace, labels },
+    spec: {
+      nodeName: 'kwok-node-0',
+      tolerations: [{ operator: 'Exists' }],
+      containers: [{ name: 'shell', image: IMAGE, command: ['sleep', '600'] }],
+    },
+  };
+}
+
+const helperLabels = (release: string) => ({
+  [MANAGED_BY_LABEL]: MANAGED_BY,
+  [RELEASE_LABEL]: release,
+  [SESSION_LABEL]: 'req-orphan',
+});
+
+beforeAll(async () => {
+  home = await createTestNamespace(admin, 'nc-home');
+  shells = await createTestNamespace(admin, 'nc-shells');
+  other = await createTestNamespace(admin, 'nc-other');
+  dir = await mkdtemp(join(tmpdir(), 'kubexa-nc-'));
+  // As the chart grants it: the Role in both namespaces the executor may act in.
+  kubeconfigPath = await nodeShellIdentity(
+    admin,
+    { home: home.name, name: 'executor' },
+    [shells.name, home.name],
+    dir,
+  );
+}, 60_000);
+
+afterAll(async () => {
+  for (const executor of executors) await executor.stop('SIGTERM');
+  await removeExecutorDirs();
+  await rm(dir, { recursive: true, force: true });
+  for (const ns of [home, shells, other]) await ns.delete();
+});
+
+describe('node console refusals, straight to the executor socket', () => {
+  let executor: NodeConsoleExecutor;
+  let gateOff: NodeConsoleExecutor;
+
+  beforeAll(async () => {
+    executor = await start();
+    gateOff = await start({ enabled: false });
+  }, 120_000);
+
+  const cases: {
+    name: string;
+    code: RefusalCode;
+    reason: RegExp;
+    open: () => ReturnType<typeof openNodeConsole>;
+  }[] = [
+    {
+      name: 'the exec.node gate is off (signed correctly)',
+      code: RefusalCode.REFUSAL_CODE_GATE_DISABLED,
+      reason: /nodeShell gate is off/,
+      open: () => openNodeConsole(gateOff.client, 'kwok-node-0', sign('kwok-node-0')),
+    },
+    {
+      name: 'unsigned',
+      code: RefusalCode.REFUSAL_CODE_SIGNATURE_INVALID,
+      reason: /./,
+      open: () => openNodeConsole(executor.client, 'kwok-node-0', () => ''),
+    },
+    {
+      name: 'the cluster:node_console permission is missing (node_write signed instead)',
+      code: RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH,
+      reason: /permission/,
+      open: () =>
+        openNodeConsole(
+          executor.client,
+          'kwok-node-0',
+          sign('kwok-node-0', { permission: 'cluster:node_write' }),
+        ),
+    },
+    {
+      name: 'signed for another node',
+      code: RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH,
+      reason: /target/,
+      open: () => openNodeConsole(executor.client, 'kwok-node-0', sign('kwok-node-1')),
+    },
+    {
+      name: 'a pod console signature used for a node',
+      code: RefusalCode.REFUSAL_CODE_SIGNATURE_MISMATCH,
+      reason: /target/,
+      open: () =>
+        openNodeConsole(executor.client, 'kwok-node-0', sign('kwok-node-0', { kind: 'pod' })),
+    },
+    {
+      name: 'a node outside exec.node.nodes',
+      code: RefusalCode.REFUSAL_CODE_POLICY_DENIED,
+      reason: /exec\.node\.nodes/,
+      open: () => openNodeConsole(executor.client, 'control-1', sign('control-1')),
+    },
+    {
+      name: 'a node target with a namespace (malformed)',
+      code: RefusalCode.REFUSAL_CODE_INVALID_REQUEST,
+      reason: /kind "node"/,
+      open: () =>
+        openNodeConsole(executor.client, 'kwok-node-0', sign('kwok-node-0'), {
+          target: { namespace: home.name },
+        }),
+    },
+  ];
+
+  for (const each of cases) {
+    it(`refuses: ${each.name}`, async () => {
+      const stream = each.open();
+      await stream.until('refusal', () => stream.refusal !== undefined);
+      expect(stream.refusal?.code).toBe(each.code);
+      expect(stream.refusal?.reason).toMatch(each.reason);
+      expect(stream.opened).toBeUndefined();
+      // The refusal is an audit record too, and no helper was ever created.
+      expect(stream.audits.map((a) => a.event)).toEqual(['refusal']);
+      expect(await liveHelpers(core, shells.name, RELEASE)).toEqual([]);
+    });
+  }
+
+  it('refuses a helper that never becomes ready, with its status, and deletes it', async () => {
+    const stream = openNodeConsole(executor.client, 'no-such-node', sign('no-such-node'));
+    await stream.until('refusal', () => stream.refusal !== undefined, 30_000);
+    expect(stream.refusal?.code).toBe(RefusalCode.REFUSAL_CODE_HELPER_NOT_READY);
+    expect(stream.refusal?.reason).toMatch(/helper Pod .* on node no-such-node/);
+    expect(stream.refusal?.reason).toMatch(/phase Pending|deleted before it ran/);
+    await eventually(
+      'the helper deleted',
+      async () => ((await liveHelpers(core, shells.name, RELEASE)).length === 0 ? true : undefined),
+      { timeoutMs: 20_000 },
+    );
+    const created = executor.lines().find((l) => l['msg'] === 'node-console helper created');
+    expect(created?.['node']).toBe('no-such-node');
+  });
+});
+
+describe('boot sweep', () => {
+  it("removes this release's helpers from exec.node.namespace and the release namespace, and only those", async () => {
+    const pods: [string, string, Record<string, string>][] = [
+      ['orphan-shells', shells.name, helperLabels(RELEASE)],
+      ['orphan-home', home.name, helperLabels(RELEASE)],
+      ['orphan-elsewhere', other.name, helperLabels(RELEASE)],
+      ['other-release', shells.name, helperLabels('rel-b')],
+      ['not-a-helper', shells.name, { [MANAGED_BY_LABEL]: MANAGED_BY, [RELEASE_LABEL]: RELEASE }],
+    ];
+    for (const [name, namespace, labels] of pods) {
+      await core.createNamespacedPod({ namespace, body: helperLike(name, namespace, labels) });
+    }
+    const executor = await start();
+    const gone = async (namespace: string, name: string) => {
+      try {
+        const pod = await core.readNamespacedPod({ name, namespace });
+        return pod.metadata?.deletionTimestamp !== undefined;
+      } catch {
+        return true;
+      }
+    };
+    expect(await gone(shells.name, 'orphan-shells')).toBe(true);
+    expect(await gone(home.name, 'orphan-home')).toBe(true);
+    expect(await gone(other.name, 'orphan-elsewhere')).toBe(false);
+    expect(await gone(shells.name, 'other-release')).toBe(false);
+    expect(await gone(shells.name, 'not-a-helper')).toBe(false);
+    const sweep = executor
+      .lines()
+      .find((l) => l['msg'] === 'boot sweep of node-console helpers done');
+    expect(sweep?.['deleted']).toEqual([
+      `${shells.name}/orphan-shells`,
+      `${home.name}/orphan-home`,
+    ]);
+  }, 120_000);
+});
