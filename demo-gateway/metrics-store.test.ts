@@ -128,7 +128,8 @@ describe('metrics routes', () => {
       messageId: 'm1',
       payload: { $case: 'profile', value: event },
     });
-    const session = gateway.sessions()[0];
+    // No agent is connected: the listeners get a session as the gateway would describe one.
+    const session = { sessionId: 's1', clusterId: 'c1', agentId: 'a1' };
     gateway.events.emit('message', message, true, session as never);
     // A redelivery of the same message: not stored again.
     gateway.events.emit('message', message, false, session as never);
