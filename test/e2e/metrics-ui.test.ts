@@ -7,27 +7,26 @@
 // profile.proto. Screenshots are left in test-results/demo-ui/.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { wireMetricsSource } from '../../collector/sources/metrics/wiring.js';
 import { ensureUiBuilt } from '../../demo-gateway/ui-build.js';
-import { createWebUi } from '../../demo-gateway/web-ui.js';
 import { systemClock } from '../../shared/clock.js';
 import { load } from '../../shared/config/load-for-test.js';
 import { startCluster, stopCluster, type ClusterOptions } from '../cluster/cluster.js';
 import { captureLogs, startHarness } from '../helpers/gateway-harness.js';
 import { loadKubeConfig } from '../helpers/kube.js';
 import { readPprof } from '../helpers/pprof.js';
+import { openDemoPage, requireChromium } from '../helpers/demo-page.js';
 
-const CHROMIUM = process.env['KUBEXA_CHROMIUM'] ?? '/usr/bin/chromium';
 const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-results', 'demo-ui');
 /** metrics-server's resolution is 10 s: two windows, plus its first scrape, plus a busy machine. */
 const CHART_WAIT_MS = 100_000;
@@ -68,7 +67,7 @@ describe('the Metrics view in headless Chromium', () => {
   };
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: set KUBEXA_CHROMIUM`);
+    requireChromium();
     await ensureUiBuilt();
     const options: ClusterOptions = {
       name: `kubexa-metrics-ui-${String(process.pid)}`,
@@ -147,9 +146,6 @@ describe('the Metrics view in headless Chromium', () => {
     const harness = await startHarness();
     cleanups.push(() => harness[Symbol.asyncDispose]());
     // The web UI first: its metrics store keeps what arrives from now on.
-    const ui = createWebUi(harness.gateway);
-    cleanups.push(() => ui.close());
-    url = await ui.listen({ host: '127.0.0.1', port: 0 });
     const source = wireMetricsSource(
       config.collect.metrics,
       { clusterId: 'c', agentId: 'a' },
@@ -165,22 +161,13 @@ describe('the Metrics view in headless Chromium', () => {
     cleanups.push(() => source.close());
 
     downloads = mkdtempSync(join(tmpdir(), 'kubexa-downloads-'));
-    const profile = mkdtempSync(join(tmpdir(), 'kubexa-chromium-'));
     cleanups.push(() => {
-      rmSync(profile, { recursive: true, force: true });
       rmSync(downloads, { recursive: true, force: true });
     });
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
+    ({ url, page } = await openDemoPage(harness.gateway, cleanups, {
       viewport: { width: 1500, height: 1300 },
-      timezoneId: 'UTC',
-      acceptDownloads: true,
       downloadsPath: downloads,
-    });
-    cleanups.push(() => context.close());
-    page = context.pages()[0] ?? (await context.newPage());
+    }));
   }, 300_000);
 
   afterAll(async () => {

@@ -4,11 +4,11 @@
 // socket, and the page on the demo gateway's HTTP server. The page cordons a kwok node (checked
 // in the API server), runs a dry-run drain with its per-pod progress, and shows a refusal with
 // its code and reason. Screenshots are left in test-results/demo-ui/.
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,14 +18,13 @@ import {
 } from '../../collector/executor-client/node-job-router.js';
 import { createLiveQuery } from '../../collector/query/query-service.js';
 import { ensureUiBuilt } from '../../demo-gateway/ui-build.js';
-import { createWebUi } from '../../demo-gateway/web-ui.js';
 import { load } from '../../shared/config/load-for-test.js';
 import { startCluster, stopCluster, type ClusterOptions } from '../cluster/cluster.js';
 import { captureLogs, startHarness } from '../helpers/gateway-harness.js';
 import { eventually, loadKubeConfig } from '../helpers/kube.js';
 import { startTestExecutor } from '../helpers/node-job-executor.js';
+import { openDemoPage, requireChromium } from '../helpers/demo-page.js';
 
-const CHROMIUM = process.env['KUBEXA_CHROMIUM'] ?? '/usr/bin/chromium';
 const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-results', 'demo-ui');
 const UI_WAIT_MS = 30_000;
 const NAMESPACE = 'shop';
@@ -44,7 +43,7 @@ describe('the Nodes view in headless Chromium', () => {
   const row = (node: string) => page.locator(`tr.node-row[data-node="${node}"]`);
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: set KUBEXA_CHROMIUM`);
+    requireChromium();
     await ensureUiBuilt();
     const clusterOptions = (): ClusterOptions => ({
       name: `kubexa-nodes-ui-${String(process.pid)}`,
@@ -140,22 +139,7 @@ mutate:
     });
     const routing = router;
     cleanups.push(() => routing.service.close());
-    const ui = createWebUi(harness.gateway);
-    cleanups.push(() => ui.close());
-    url = await ui.listen({ host: '127.0.0.1', port: 0 });
-    const profile = mkdtempSync(join(tmpdir(), 'kubexa-chromium-'));
-    cleanups.push(() => {
-      rmSync(profile, { recursive: true, force: true });
-    });
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-      viewport: { width: 1500, height: 1000 },
-      timezoneId: 'UTC',
-    });
-    cleanups.push(() => context.close());
-    page = context.pages()[0] ?? (await context.newPage());
+    ({ url, page } = await openDemoPage(harness.gateway, cleanups));
   }, 400_000);
 
   afterAll(async () => {

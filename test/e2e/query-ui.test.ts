@@ -2,24 +2,23 @@
 // e2e project has none of its own), the collector's live query and capability catalog on its
 // own identity, a real gateway stream into the demo gateway, and the page on the demo gateway's
 // HTTP server. Screenshots are left in test-results/demo-ui/.
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCapabilityCatalog } from '../../collector/catalog/capability-catalog.js';
 import { createLiveQuery } from '../../collector/query/query-service.js';
 import { ensureUiBuilt } from '../../demo-gateway/ui-build.js';
-import { createWebUi } from '../../demo-gateway/web-ui.js';
 import { systemClock } from '../../shared/clock.js';
 import { load } from '../../shared/config/load-for-test.js';
 import { startCluster, stopCluster, type ClusterOptions } from '../cluster/cluster.js';
 import { captureLogs, startHarness } from '../helpers/gateway-harness.js';
 import { loadKubeConfig } from '../helpers/kube.js';
+import { openDemoPage, requireChromium } from '../helpers/demo-page.js';
 import { Registry } from 'prom-client';
 
-const CHROMIUM = process.env['KUBEXA_CHROMIUM'] ?? '/usr/bin/chromium';
 const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-results', 'demo-ui');
 const UI_WAIT_MS = 30_000;
 const NAMESPACE = 'shop';
@@ -35,7 +34,7 @@ describe('the Query view in headless Chromium', () => {
   };
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: set KUBEXA_CHROMIUM`);
+    requireChromium();
     await ensureUiBuilt();
     const options: ClusterOptions = {
       name: `kubexa-query-ui-${String(process.pid)}`,
@@ -77,22 +76,7 @@ describe('the Query view in headless Chromium', () => {
     );
     await catalog.refresh(new AbortController().signal);
     cleanups.push(() => catalog.close());
-    const ui = createWebUi(harness.gateway);
-    cleanups.push(() => ui.close());
-    url = await ui.listen({ host: '127.0.0.1', port: 0 });
-    const profile = mkdtempSync(join(tmpdir(), 'kubexa-chromium-'));
-    cleanups.push(() => {
-      rmSync(profile, { recursive: true, force: true });
-    });
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-      viewport: { width: 1500, height: 1000 },
-      timezoneId: 'UTC',
-    });
-    cleanups.push(() => context.close());
-    page = context.pages()[0] ?? (await context.newPage());
+    ({ url, page } = await openDemoPage(harness.gateway, cleanups));
   }, 240_000);
 
   afterAll(async () => {

@@ -3,19 +3,18 @@
 // (state and events on, in this process), a real gateway stream into the demo gateway (which
 // accepted lifecycle and Kubernetes events in its handshake), the page on its HTTP server.
 // Screenshots are left in test-results/demo-ui/.
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppsV1Api, CoreV1Api, type V1PodStatus } from '@kubernetes/client-node';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureUiBuilt } from '../../demo-gateway/ui-build.js';
-import { createWebUi } from '../../demo-gateway/web-ui.js';
 import { startCluster, stopCluster, type ClusterOptions } from '../cluster/cluster.js';
 import { eventually, loadKubeConfig } from '../helpers/kube.js';
 import { startStateCollector, type RunningStateCollector } from '../integration/state-collector.js';
+import { openDemoPage, requireChromium } from '../helpers/demo-page.js';
 
-const CHROMIUM = process.env['KUBEXA_CHROMIUM'] ?? '/usr/bin/chromium';
 const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-results', 'demo-ui');
 const UI_WAIT_MS = 30_000;
 const WAIT = { timeoutMs: 30_000, intervalMs: 200 };
@@ -37,7 +36,7 @@ describe('the State and Events views in headless Chromium', () => {
   const text = (selector: string) => page.locator(selector).first().textContent();
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: set KUBEXA_CHROMIUM`);
+    requireChromium();
     await ensureUiBuilt();
     const options: ClusterOptions = {
       name: `kubexa-state-ui-${String(process.pid)}`,
@@ -111,22 +110,7 @@ describe('the State and Events views in headless Chromium', () => {
       namespace: NAMESPACE,
       body: { metadata: { name: 'short-lived' }, data: { a: '1' } },
     });
-    const ui = createWebUi(running.gateway);
-    cleanups.push(() => ui.close());
-    url = await ui.listen({ host: '127.0.0.1', port: 0 });
-    const profile = mkdtempSync(join(tmpdir(), 'kubexa-chromium-'));
-    cleanups.push(() => {
-      rmSync(profile, { recursive: true, force: true });
-    });
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-      viewport: { width: 1500, height: 1000 },
-      timezoneId: 'UTC',
-    });
-    cleanups.push(() => context.close());
-    page = context.pages()[0] ?? (await context.newPage());
+    ({ url, page } = await openDemoPage(running.gateway, cleanups));
   }, 240_000);
 
   afterAll(async () => {
