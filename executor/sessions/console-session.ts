@@ -55,6 +55,11 @@ export interface SessionDescription {
   readonly rule: string;
 }
 
+/** The config key whose limit ended a session: a node console has its own. */
+function maxSessionKey(target: CommandTarget): string {
+  return target.kind === 'node' ? 'exec.node.max_session_sec' : 'exec.pod.max_session_sec';
+}
+
 export interface SessionTimers {
   readonly maxSessionMs: number;
   /** 0: no resume (a lost stream ends the session). */
@@ -109,7 +114,7 @@ export class ConsoleSession {
     this.maxSessionTimer = setTimeout(() => {
       this.end(
         ConsoleEndReason.CONSOLE_END_REASON_MAX_SESSION_TIME,
-        `the session reached exec.pod.max_session_sec (${Math.round(timers.maxSessionMs / 1000)} s)`,
+        `the session reached ${maxSessionKey(description.target)} (${Math.round(timers.maxSessionMs / 1000)} s)`,
       );
     }, timers.maxSessionMs);
     this.maxSessionTimer.unref();
