@@ -188,7 +188,7 @@ export function App() {
           />
         ))}
       </nav>
-      <div class="content">
+      <div class="content" data-current-view={view?.id}>
         <Banner connection={connection} />
         {Component ? (
           <Component overview={connection.overview} reachable={connection.reachable} />
