@@ -30,6 +30,7 @@ import {
   RENDER_UNIMPLEMENTED,
   SCALE_SUBRESOURCES,
   TOKEN_MINTER_GRANT,
+  BINDING_SECRET_GRANT,
 } from '../chart/rbac-expectations.js';
 
 const execFileAsync = promisify(execFile);
@@ -313,9 +314,13 @@ describe('chart RBAC on a real API server', () => {
       'rbac.authorization.k8s.io/clusterroles:bind',
       '/serviceaccounts:impersonate',
       '/serviceaccounts/token:create',
+      BINDING_SECRET_GRANT,
     ]);
     const cluster = expectedExecutorClusterGrants(gates);
     const role = new Set(grantingGates(gates).nodeShell === true ? NODE_SHELL_ROLE_GRANTS : []);
+    // With any gate on, the executor creates the Secret its minted collector token is bound to,
+    // in the release namespace only (an admission policy narrows it to that one Secret).
+    if (executorEnabled(gates)) role.add(BINDING_SECRET_GRANT);
     const all = [...universe].flatMap((grant) =>
       [home, OTHER_NAMESPACE, ''].map((namespace) => ({
         check: check(home, EXECUTOR_SA, grant, namespace),
