@@ -53,11 +53,27 @@ export interface TestNamespace {
   delete(): Promise<void>;
 }
 
-export async function createTestNamespace(kc: KubeConfig, prefix: string): Promise<TestNamespace> {
+/**
+ * A namespace labelled for the tests, returned once it admits pods: the API server refuses a pod
+ * (403, "serviceaccount default not found") until the controller manager has created the
+ * namespace's default ServiceAccount, which takes seconds on a loaded machine.
+ */
+export async function createTestNamespace(
+  kc: KubeConfig,
+  prefix: string,
+  extraLabels: Record<string, string> = {},
+): Promise<TestNamespace> {
   const core = kc.makeApiClient(CoreV1Api);
   const name = uniqueName(prefix);
-  const body: V1Namespace = { metadata: { name, labels: { [TEST_LABEL]: 'true' } } };
+  const body: V1Namespace = {
+    metadata: { name, labels: { [TEST_LABEL]: 'true', ...extraLabels } },
+  };
   await core.createNamespace({ body });
+  await eventually(
+    `the default ServiceAccount of namespace ${name}`,
+    () => core.readNamespacedServiceAccount({ name: 'default', namespace: name }),
+    { timeoutMs: 60_000 },
+  );
   return {
     name,
     async delete() {

@@ -4,25 +4,22 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { helperPod } from '../../executor/node-console/helper-pod.js';
-import { loadKubeConfig, TEST_LABEL, uniqueName } from '../helpers/kube.js';
+import { createTestNamespace, loadKubeConfig, type TestNamespace } from '../helpers/kube.js';
 
 const kc = loadKubeConfig(inject('kubeconfigPath'));
 const core = kc.makeApiClient(CoreV1Api);
-const namespace = uniqueName('node-console');
+let testNamespace: TestNamespace;
+let namespace: string;
 
 beforeAll(async () => {
-  await core.createNamespace({
-    body: {
-      metadata: {
-        name: namespace,
-        labels: { [TEST_LABEL]: 'true', 'pod-security.kubernetes.io/enforce': 'privileged' },
-      },
-    },
+  testNamespace = await createTestNamespace(kc, 'node-console', {
+    'pod-security.kubernetes.io/enforce': 'privileged',
   });
+  namespace = testNamespace.name;
 });
 
 afterAll(async () => {
-  await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+  await testNamespace.delete();
 });
 
 describe('node console helper Pod', () => {

@@ -5,7 +5,12 @@ import { createCollector, type Collector } from '../../collector/collector.js';
 import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
 import { loadConfig } from '../../shared/config/load-config.js';
 import { startServices } from '../../shared/lifecycle/service.js';
-import { EventType, type AgentMessage, type StateEvent } from '../../proto/index.js';
+import {
+  ConfigSnapshot,
+  EventType,
+  type AgentMessage,
+  type StateEvent,
+} from '../../proto/index.js';
 import { loadKubeConfig } from '../helpers/kube.js';
 
 const TOKEN = 'state-test-token-0123456789';
@@ -62,11 +67,23 @@ export interface RunningStateCollector extends AsyncDisposable {
 export async function startStateCollector(
   kubeconfigPath: string,
   configLines: readonly string[],
-  options: { discoveryIntervalMs?: number; acceptedPayloads?: readonly string[] } = {},
+  options: {
+    discoveryIntervalMs?: number;
+    acceptedPayloads?: readonly string[];
+    /** The gateway asks for heartbeats this often (the collector's default is 30 s). */
+    heartbeatIntervalSec?: number;
+  } = {},
 ): Promise<RunningStateCollector> {
   const gateway = new DemoGateway(
     {
       acceptToken: TOKEN,
+      ...(options.heartbeatIntervalSec === undefined
+        ? {}
+        : {
+            initialConfig: ConfigSnapshot.fromPartial({
+              heartbeatIntervalSec: options.heartbeatIntervalSec,
+            }),
+          }),
       ...(options.acceptedPayloads === undefined
         ? {}
         : { acceptedPayloads: options.acceptedPayloads }),

@@ -399,7 +399,12 @@ describe('resume: a session outlives its stream for the resume window', () => {
     const quick = await startExecutor(executorKube, { resume_window_sec: 1 });
     const shell = open(quick, pod(), { command: ['sleep', '1003'] });
     await shell.until('opened', () => shell.opened !== undefined);
-    expect(await processesInPod()).toContain('sleep 1003');
+    // Opened comes before the wrapper has exec'd the command: wait until ps shows it.
+    await eventually(
+      'sleep 1003 to run in the pod',
+      async () => ((await processesInPod()).includes('sleep 1003') ? true : undefined),
+      { timeoutMs: 20_000 },
+    );
     const sessionId = shell.opened?.sessionId ?? '';
     shell.cut();
     await eventually(

@@ -70,10 +70,10 @@ describe('identities with their real tokens on a real API server', () => {
       release: 'kubexa-agent',
       namespace: namespace(),
       values: {
-        // Only the gates whose feature is not implemented yet: they render the executor and
-        // grant nothing (nodeOps and write grant their rules now; test/integration/rbac.test.ts
-        // checks those grants).
-        rbac: { exec: true, nodeShell: true },
+        // A gate that renders the executor and grants nothing else: rbac.exec with no
+        // exec.pod.rules scopes pods/exec to no namespace (test/integration/rbac.test.ts checks
+        // the grants each gate gives).
+        rbac: { exec: true },
         persistence: { enabled: false },
         ...RENDER_UNIMPLEMENTED,
       },
@@ -179,6 +179,7 @@ describe('identities with their real tokens on a real API server', () => {
 
   it('the admission policy lets the executor create its binding Secret and no other', async () => {
     if (executor === undefined) throw new Error('beforeAll did not run');
+    const asExecutor = executor;
     const create = (as: KubeConfig, body: Record<string, unknown>) =>
       statusAs(as, 'POST', `/api/v1/namespaces/${namespace()}/secrets`, {
         body: { apiVersion: 'v1', kind: 'Secret', ...body },
@@ -197,6 +198,28 @@ describe('identities with their real tokens on a real API server', () => {
       body: { spec: { audiences: [], expirationSeconds: 600 } },
     });
     const unboundExecutor = kubeConfigForToken(admin, unbound.status?.token ?? '');
+    // The API server enforces a new policy once its admission informer has it (seconds under
+    // load): wait until a forbidden dry-run create is refused, so no case below races it.
+    await eventually(
+      'the token-binding admission policy to be enforced',
+      async () => {
+        const status = await statusAs(
+          asExecutor,
+          'POST',
+          `/api/v1/namespaces/${namespace()}/secrets?dryRun=All`,
+          {
+            body: {
+              apiVersion: 'v1',
+              kind: 'Secret',
+              type: 'Opaque',
+              metadata: named(`${podName}-probe`),
+            },
+          },
+        );
+        return status === 403 ? true : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
     const cases: [string, Promise<number>][] = [
       [
         'a token Secret for the executor',
