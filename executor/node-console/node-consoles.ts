@@ -18,7 +18,12 @@ import type { Service } from '../../shared/lifecycle/service.js';
 import type { CommandGuard } from '../guard/authorize-command.js';
 import { matchesNamePattern } from '../guard/name-pattern.js';
 import type { ConsoleSession, ConsoleSink } from '../sessions/console-session.js';
-import { podExecProcess, REFUSAL_BY_GUARD, type OpenOutcome } from '../sessions/pod-consoles.js';
+import {
+  commandLimitRefusal,
+  podExecProcess,
+  REFUSAL_BY_GUARD,
+  type OpenOutcome,
+} from '../sessions/pod-consoles.js';
 import { PodExecError } from '../sessions/pod-exec-socket.js';
 import type { SessionManager, StartProcess } from '../sessions/session-manager.js';
 import { sweepOrphanHelpers } from './boot-sweep.js';
@@ -61,8 +66,6 @@ export interface NodeConsoleDeps {
   readonly releaseNamespace: string;
 }
 
-const MAX_ARGS = 64;
-const MAX_ARG_LENGTH = 4096;
 /** A node name is a DNS subdomain. */
 const NODE_NAME_RE = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 /** How long the executor's close waits for helper deletions before it gives up on them. */
@@ -91,15 +94,8 @@ function checkShape(request: ConsoleOpen): CommandTarget | OpenOutcome {
       'a node console needs a target of kind "node" with a node name (and no namespace, container or resource)',
     );
   }
-  if (
-    request.command.length > MAX_ARGS ||
-    request.command.some((arg) => arg.length > MAX_ARG_LENGTH)
-  ) {
-    return refused(
-      RefusalCode.REFUSAL_CODE_INVALID_REQUEST,
-      `the command is limited to ${MAX_ARGS} arguments of ${MAX_ARG_LENGTH} characters`,
-    );
-  }
+  const tooLong = commandLimitRefusal(request.command);
+  if (tooLong !== undefined) return refused(RefusalCode.REFUSAL_CODE_INVALID_REQUEST, tooLong);
   return target;
 }
 

@@ -62,6 +62,13 @@ const EXEC_REFUSALS: Record<PodExecFailureCode, RefusalCode> = {
 const MAX_ARGS = 64;
 const MAX_ARG_LENGTH = 4096;
 
+/** Why a console's command is refused for its size (pod and node consoles alike), or undefined. */
+export function commandLimitRefusal(command: readonly string[]): string | undefined {
+  return command.length > MAX_ARGS || command.some((arg) => arg.length > MAX_ARG_LENGTH)
+    ? `the command is limited to ${MAX_ARGS} arguments of ${MAX_ARG_LENGTH} characters`
+    : undefined;
+}
+
 function refused(code: RefusalCode, reason: string, principal = '', rule = ''): OpenOutcome {
   return { opened: false, refusal: { code, reason: reason.slice(0, 512) }, principal, rule };
 }
@@ -75,15 +82,8 @@ function checkShape(request: ConsoleOpen): CommandTarget | OpenOutcome {
       'a pod console needs a target of kind "pod" with a namespace and a name',
     );
   }
-  if (
-    request.command.length > MAX_ARGS ||
-    request.command.some((arg) => arg.length > MAX_ARG_LENGTH)
-  ) {
-    return refused(
-      RefusalCode.REFUSAL_CODE_INVALID_REQUEST,
-      `the command is limited to ${MAX_ARGS} arguments of ${MAX_ARG_LENGTH} characters`,
-    );
-  }
+  const tooLong = commandLimitRefusal(request.command);
+  if (tooLong !== undefined) return refused(RefusalCode.REFUSAL_CODE_INVALID_REQUEST, tooLong);
   return target;
 }
 

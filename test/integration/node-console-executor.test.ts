@@ -186,6 +186,15 @@ describe('node console refusals, straight to the executor socket', () => {
           target: { namespace: home.name },
         }),
     },
+    {
+      name: 'a command over the size limit (65 arguments)',
+      code: RefusalCode.REFUSAL_CODE_INVALID_REQUEST,
+      reason: /limited to 64 arguments/,
+      open: () =>
+        openNodeConsole(executor.client, 'kwok-node-0', sign('kwok-node-0'), {
+          command: Array.from({ length: 65 }, () => 'x'),
+        }),
+    },
   ];
 
   for (const each of cases) {
