@@ -146,6 +146,27 @@ describe('demo gateway web UI in headless Chromium', () => {
       `[...document.querySelectorAll('#log-table tr.log-row')].map((r) => r.dataset.${key})`,
     );
 
+  /**
+   * Waits until the table shows exactly `count` rows, each matching `match`. A count alone is
+   * not enough: the rows of the previous filter can have the same count while the new answer
+   * is still on its way (the level filter once read the payments rows, then the unfiltered ones).
+   */
+  const waitForRows = async (
+    count: number,
+    match: Partial<Record<'namespace' | 'level', string>>,
+  ): Promise<void> => {
+    await page.waitForFunction(
+      `(() => {
+        const rows = [...document.querySelectorAll('#log-table tr.log-row')];
+        const expected = ${JSON.stringify(match)};
+        return rows.length === ${count} &&
+          rows.every((row) => Object.entries(expected).every(([key, value]) => row.dataset[key] === value));
+      })()`,
+      undefined,
+      { timeout: UI_WAIT_MS },
+    );
+  };
+
   const rowCount = (selector = '#log-table tr.log-row'): Promise<number> =>
     page.locator(selector).count();
 
@@ -249,33 +270,21 @@ describe('demo gateway web UI in headless Chromium', () => {
   it('narrows the rows by namespace and by level, on the server', async () => {
     const all = await rowCount();
     await page.locator('select[data-filter="namespace"]').selectOption('payments');
-    await page.waitForFunction(
-      `[...document.querySelectorAll('#log-table tr.log-row')].length === 2`,
-      undefined,
-      { timeout: UI_WAIT_MS },
-    );
+    await waitForRows(2, { namespace: 'payments' });
     const namespaces = await rowData('namespace');
     expect(namespaces).toEqual(['payments', 'payments']);
     expect(all).toBeGreaterThan(2);
 
     await page.locator('select[data-filter="namespace"]').selectOption('');
     await page.locator('select[data-filter="level"]').selectOption('error');
-    await page.waitForFunction(
-      `[...document.querySelectorAll('#log-table tr.log-row')].length === 2`,
-      undefined,
-      { timeout: UI_WAIT_MS },
-    );
+    await waitForRows(2, { level: 'error' });
     const levels = await rowData('level');
     expect(levels).toEqual(['error', 'error']);
     await shot('logs-filtered-error');
 
     // Both: only the error of the payments namespace, the stack trace.
     await page.locator('select[data-filter="namespace"]').selectOption('payments');
-    await page.waitForFunction(
-      `[...document.querySelectorAll('#log-table tr.log-row')].length === 1`,
-      undefined,
-      { timeout: UI_WAIT_MS },
-    );
+    await waitForRows(1, { namespace: 'payments', level: 'error' });
     expect(await page.locator('#log-table tr.log-row').getAttribute('data-lines')).toBe('6');
 
     // A new matching line arrives live while filtered; a non-matching one does not.
