@@ -547,8 +547,8 @@ export const MUTATIONS: readonly Mutation[] = [
   {
     id: 'podlogs-no-sweep',
     area: 'pod logs',
-    file: 'collector/sources/pod-logs/pod-log-source.ts',
-    original: 'sweepAbsentPods(podsByNamespace);',
+    file: 'collector/sources/pod-logs/pod-reconciler.ts',
+    original: 'this.#sweepAbsentPods();',
     replacement: '',
     tests: ['test/integration/pod-logs.test.ts'],
     testName: 'removes them after the first pod list, and keeps those of pods still there',

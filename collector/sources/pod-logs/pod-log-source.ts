@@ -1,12 +1,11 @@
-// The pod log source: a pod reflector feeds eligibility, the scheduler runs one ContainerSession
-// per eligible container (container-session.ts: its connections, restarts and backoff), each
-// container instance's ContainerLog (kept in the LogRegistry) turns lines into batches, and the
-// BatchFlusher hands batches to the Sink under deterministic ids. Checkpoints advance only on
-// the buffer's release of a batch (see docs/pod-logs.md). This file wires them together: the
-// reflector's events to sessions, the timers, start and close.
+// The pod log source: a pod reflector feeds the PodReconciler (pod-reconciler.ts: eligibility,
+// one ContainerSession per eligible container, the sweeps); the scheduler runs the sessions
+// (container-session.ts: connections, restarts, backoff); each container instance's
+// ContainerLog (kept in the LogRegistry) turns lines into batches, and the BatchFlusher hands
+// batches to the Sink under deterministic ids. Checkpoints advance only on the buffer's release
+// of a batch (see docs/pod-logs.md). This file wires them together: the timers, start and close.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock } from '../../../shared/clock.js';
 import type { ReleaseListener } from '../../buffer/types.js';
@@ -18,12 +17,13 @@ import {
   type CheckpointStore,
 } from './checkpoint-store.js';
 import type { ConnectionDeps } from './connection-read.js';
-import { ContainerSession, type SessionContext } from './container-session.js';
+import type { SessionContext } from './container-session.js';
 import { DEFAULT_INGEST_LIMITS, type DropReason, type IngestLimits } from './container-log.js';
 import { compileEligibility, type EligibilityConfig } from './eligibility.js';
 import type { PodLogKubeAccess } from './kube-access.js';
 import { LogRegistry } from './log-registry.js';
-import { containerKeyOf, podIdentity, type ContainerStateKind } from './pod-fields.js';
+import { podIdentity, type ContainerStateKind } from './pod-fields.js';
+import { namespacesToWatch, PodReconciler } from './pod-reconciler.js';
 import { runReflector as runPodReflector } from '../../watch/reflector.js';
 import { StreamScheduler } from './stream-scheduler.js';
 import { WorkloadResolver, type Workload } from './workload.js';
@@ -118,8 +118,6 @@ export function createPodLogSource(
   const { clock } = deps;
   let limits = options.ingest ?? DEFAULT_INGEST_LIMITS;
   const eligible = compileEligibility(options.logs);
-  /** One session per container ever eligible; a session of a pod gone is swept. */
-  const sessions = new Map<string, ContainerSession>();
   const workloads = new Map<string, Workload>();
   const resolver = new WorkloadResolver(deps.kube.owners, () => clock.now());
   const lifetime = new AbortController();
@@ -130,8 +128,6 @@ export function createPodLogSource(
   let flushTimer: NodeJS.Timeout | undefined;
   let started = false;
   let sweepTimer: NodeJS.Timeout | undefined;
-  /** Checkpoints of pods absent from the first lists were swept (once per start). */
-  let absentSwept = false;
   let unsubscribe: (() => void) | undefined;
   let closed: Promise<void> | undefined;
   let runners: Promise<unknown>[] = [];
@@ -212,85 +208,18 @@ export function createPodLogSource(
     },
     counters,
   };
-
-  function reconcilePod(pod: V1Pod): void {
-    const uid = pod.metadata?.uid ?? '';
-    const keep = new Set<string>();
-    for (const target of eligible(pod)) {
-      const key = containerKeyOf(pod, target.container);
-      keep.add(key);
-      let session = sessions.get(key);
-      if (!session) {
-        session = new ContainerSession(key, context);
-        sessions.set(key, session);
-      }
-      session.want(pod, target);
-      scheduler?.want(key);
-    }
-    for (const session of sessions.values()) {
-      if (session.wanted && session.key.startsWith(`${uid}/`) && !keep.has(session.key)) {
-        session.unwant();
-        scheduler?.unwant(session.key);
-      }
-    }
-  }
-
-  function removePod(pod: V1Pod): void {
-    const uid = pod.metadata?.uid ?? '';
-    for (const session of sessions.values()) {
-      if (!session.wanted || !session.key.startsWith(`${uid}/`)) continue;
-      session.unwant();
-      scheduler?.unwant(session.key);
-    }
-    store.markPodDeleted(uid, clock.now());
-  }
-
-  /** The pod a session still reads, by uid. */
-  function wantedPod(uid: string): V1Pod | undefined {
-    for (const session of sessions.values()) {
-      if (session.wanted?.pod.metadata?.uid === uid) return session.wanted.pod;
-    }
-    return undefined;
-  }
-
-  function sweep(): void {
-    const now = clock.now();
-    store.sweep(now - (options.checkpointGraceMs ?? 10 * 60_000));
-    const live = new Set<string>();
-    for (const session of sessions.values()) {
-      if (session.wanted) live.add(session.wanted.pod.metadata?.uid ?? '');
-    }
-    registry.sweep(live);
-    for (const [key, session] of sessions) {
-      if (!session.wanted && !session.connected && !live.has(key.split('/')[0] ?? '')) {
-        sessions.delete(key);
-      }
-    }
-  }
-
-  /**
-   * Once every watched namespace has been listed: checkpoints of pods in none of the lists
-   * belong to pods deleted while the collector was down (the watch never reports those). They
-   * are removed at once: their logs can no longer be read.
-   */
-  function sweepAbsentPods(podsByNamespace: ReadonlyMap<string, ReadonlySet<string>>): void {
-    if (absentSwept || !namespacesToWatch().every((ns) => podsByNamespace.has(ns))) return;
-    absentSwept = true;
-    const live = new Set([...podsByNamespace.values()].flatMap((uids) => [...uids]));
-    try {
-      const absent = store.podUids().filter((uid) => !live.has(uid));
-      if (absent.length === 0) return;
-      const rows = store.removePods(absent);
-      logger.info({ pods: absent.length, rows }, 'checkpoints of pods deleted while down removed');
-    } catch (err: unknown) {
-      logger.error({ err }, 'checkpoint sweep failed');
-    }
-  }
-
-  function namespacesToWatch(): string[] {
-    const namespaces = options.logs.rules.map((rule) => rule.namespace.trim());
-    return namespaces.length === 0 || namespaces.includes('') ? [''] : [...new Set(namespaces)];
-  }
+  const namespaces = namespacesToWatch(options.logs.rules);
+  const reconciler = new PodReconciler({
+    logger,
+    clock,
+    eligible,
+    context,
+    registry,
+    store: () => store,
+    streams: () => scheduler,
+    namespaces,
+    checkpointGraceMs: options.checkpointGraceMs ?? 10 * 60_000,
+  });
 
   return {
     name: 'pod-logs',
@@ -336,34 +265,25 @@ export function createPodLogSource(
         {
           clock,
           run: (key, sessionSignal) =>
-            sessions.get(key)?.run(sessionSignal) ?? Promise.resolve('done'),
+            reconciler.session(key)?.run(sessionSignal) ?? Promise.resolve('done'),
           signal: lifetime.signal,
         },
       );
-      const podsByNamespace = new Map<string, Set<string>>();
-      runners = namespacesToWatch().map((namespace) =>
+      runners = namespaces.map((namespace) =>
         runPodReflector(
           deps.kube.listWatch(namespace),
           {
             replace: (pods) => {
               listed = true;
               forbidden = false;
-              const seen = new Set(pods.map((p) => p.metadata?.uid ?? ''));
-              for (const uid of podsByNamespace.get(namespace) ?? []) {
-                if (!seen.has(uid)) {
-                  const gone = wantedPod(uid);
-                  if (gone) removePod(gone);
-                }
-              }
-              podsByNamespace.set(namespace, seen);
-              for (const pod of pods) reconcilePod(pod);
-              sweepAbsentPods(podsByNamespace);
+              reconciler.replace(namespace, pods);
             },
             upsert: (pod) => {
-              podsByNamespace.get(namespace)?.add(pod.metadata?.uid ?? '');
-              reconcilePod(pod);
+              reconciler.upsert(namespace, pod);
             },
-            remove: removePod,
+            remove: (pod) => {
+              reconciler.remove(pod);
+            },
             forbidden: (err) => {
               forbidden = true;
               logger.error({ err, namespace }, 'pod list/watch forbidden: check the ClusterRole');
@@ -374,7 +294,9 @@ export function createPodLogSource(
       );
       started = true;
       armFlushTimer();
-      sweepTimer = setInterval(sweep, SWEEP_INTERVAL_MS);
+      sweepTimer = setInterval(() => {
+        reconciler.sweep();
+      }, SWEEP_INTERVAL_MS);
       sweepTimer.unref();
       return Promise.resolve();
     },
