@@ -14,6 +14,7 @@ import { describeControl } from './describe-control.js';
 import { describeMessage, messageKind } from './describe-message.js';
 import { logLinesOf, rateLimitMarker } from './log-lines.js';
 import type { MessageStore } from './message-store.js';
+import { normalizeProtoVersion } from '../shared/version.js';
 
 export const DEMO_SERVER_VERSION = 'kubexa-demo-gateway';
 
@@ -63,15 +64,15 @@ export interface ConnectionHooks {
 
 type Call = ServerDuplexStream<AgentMessage, GatewayMessage>;
 
-const norm = (v: string): string => v.trim().toLowerCase();
-
 /** Picks the newest version both sides speak, or undefined. */
 export function negotiateVersion(
   request: HandshakeRequest,
   ours: readonly string[],
 ): string | undefined {
-  const offered = [...request.supportedProtoVersions, request.protoVersion || 'v1'].map(norm);
-  return ours.map(norm).find((v) => offered.includes(v));
+  const offered = [...request.supportedProtoVersions, request.protoVersion || 'v1'].map(
+    normalizeProtoVersion,
+  );
+  return ours.map(normalizeProtoVersion).find((v) => offered.includes(v));
 }
 
 /** What a heartbeat's health says, counters as numbers. */

@@ -6,6 +6,7 @@ import {
   type HandshakeResponse,
 } from '../../proto/index.js';
 import { GatewayFatalError } from './errors.js';
+import { normalizeProtoVersion } from '../../shared/version.js';
 
 /** Protocol versions this agent speaks, newest first. */
 export const SUPPORTED_PROTO_VERSIONS: readonly string[] = ['v1'];
@@ -76,8 +77,6 @@ export type HandshakeOutcome =
   /** A token or cluster the gateway does not know (yet): retried with backoff. */
   | { readonly kind: 'rejected'; readonly reason: string };
 
-const normalize = (version: string): string => version.trim().toLowerCase();
-
 /**
  * Judges the gateway's answer. A rejection is retried (a rotated token or a cluster being
  * registered fixes itself), except a protocol mismatch, which no retry can fix: that throws
@@ -94,9 +93,9 @@ export function evaluateHandshake(response: HandshakeResponse): HandshakeOutcome
     }
     return { kind: 'rejected', reason };
   }
-  const ours = SUPPORTED_PROTO_VERSIONS.map(normalize);
-  const negotiated = normalize(response.protoVersion) || 'v1';
-  const theirs = response.supportedProtoVersions.map(normalize).filter((v) => v !== '');
+  const ours = SUPPORTED_PROTO_VERSIONS.map(normalizeProtoVersion);
+  const negotiated = normalizeProtoVersion(response.protoVersion) || 'v1';
+  const theirs = response.supportedProtoVersions.map(normalizeProtoVersion).filter((v) => v !== '');
   const overlap = theirs.length === 0 || theirs.some((v) => ours.includes(v));
   if (!ours.includes(negotiated) || !overlap) {
     throw new GatewayFatalError(

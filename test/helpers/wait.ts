@@ -57,3 +57,14 @@ export function steadyWriter(
     },
   };
 }
+
+/**
+ * Lets every callback that is already due run (promise jobs, I/O callbacks, immediates), over
+ * several rounds, so that a negative check after it ("nothing reopened") is not a race against a
+ * short sleep on a loaded machine. Fake-clock timers are the test's to advance.
+ */
+export async function drainEventLoop(rounds = 20): Promise<void> {
+  for (let round = 0; round < rounds; round++) {
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}

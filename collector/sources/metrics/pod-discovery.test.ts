@@ -10,6 +10,9 @@ import {
   type WatchedPod,
 } from './pod-discovery.js';
 
+/** Generous: a shared 2-core machine can be slow to run the discovery's callbacks. */
+const WAIT = { timeout: 10_000 };
+
 const running = (
   annotations: Record<string, string>,
   ip = '10.1.2.3',
@@ -113,21 +116,21 @@ describe('prometheus.io annotations', () => {
     try {
       await vi.waitFor(() => {
         expect(applied.at(-1)).toEqual(['http://10.0.0.1:1/metrics']);
-      });
+      }, WAIT);
       // A relist of four pods is one apply, not four.
       expect(applied).toHaveLength(1);
       await vi.waitFor(() => {
         expect(emit).toBeDefined();
-      });
+      }, WAIT);
       emit?.('MODIFIED', pod('web-2', 'Running', '10.0.0.2', ['5']));
       await vi.waitFor(() => {
         expect(applied.at(-1)).toEqual(['http://10.0.0.1:1/metrics', 'http://10.0.0.2:1/metrics']);
-      });
+      }, WAIT);
       emit?.('MODIFIED', pod('web-1', 'Running', '10.0.0.1', ['6', '9102']));
       emit?.('DELETED', pod('web-2', 'Running', '10.0.0.2', ['7']));
       await vi.waitFor(() => {
         expect(applied.at(-1)).toEqual(['http://10.0.0.1:9102/metrics']);
-      });
+      }, WAIT);
     } finally {
       abort.abort();
       await discovery.stopped();

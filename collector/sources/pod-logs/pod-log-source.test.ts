@@ -22,7 +22,7 @@ import {
   type PodLogSource,
   type PodLogSourceDeps,
 } from './pod-log-source.js';
-import { hang } from '../../../test/helpers/wait.js';
+import { drainEventLoop, hang } from '../../../test/helpers/wait.js';
 
 /** vi.waitFor's default 1 s is too short on a shared 2-core machine; nothing here is timed. */
 const WAIT = { timeout: 10_000 };
@@ -199,7 +199,7 @@ describe('pod log source reconnects', () => {
       expect(delivered).toHaveLength(4);
     }, WAIT);
     clock.advance(6_000);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await drainEventLoop();
     expect(opens).toHaveLength(1);
     expect(first?.signal.aborted).toBe(false);
     // Ten seconds after the last byte, the watchdog closes it; the reconnect asks from the
@@ -504,7 +504,7 @@ describe('pod log source restarts', () => {
     }, WAIT);
     // The same restart count again: no restart, the stream stays open.
     watchers[0]?.('MODIFIED', restarted(0));
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await drainEventLoop();
     expect(opens).toHaveLength(1);
     expect(opens[0]?.signal.aborted).toBe(false);
   });
