@@ -12,6 +12,7 @@ import type { Config } from '../shared/config/schema.js';
 import { getErrorMessage } from '../shared/errors.js';
 import type { Service } from '../shared/lifecycle/service.js';
 import { AGENT_VERSION } from '../shared/version.js';
+import { createHeapWatch } from './runtime/heap-watch.js';
 import { DurableBuffer } from './buffer/durable-buffer.js';
 import {
   GatewayStream,
@@ -387,6 +388,15 @@ export function createCollector(
   const services: Service[] = [
     health,
     bufferService,
+    // Near the heap limit, the buffer's memory tier moves to disk (collector/runtime/heap-watch.ts).
+    createHeapWatch(
+      {},
+      {
+        logger,
+        clock,
+        shed: (pressure) => buffer.shedMemory(pressure),
+      },
+    ),
     liveQuery.service,
     stream,
     // Closed before the stream: running jobs are cancelled and their audit records buffered.

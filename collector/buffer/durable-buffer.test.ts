@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DurableBuffer } from './durable-buffer.js';
+import { DurableBuffer, PRESSURE_MEMORY_BYTES } from './durable-buffer.js';
 import { isCorruption, isDiskFull } from '../sqlite/sqlite-errors.js';
 import {
   captureLogger,
@@ -630,5 +630,45 @@ describe('DurableBuffer disk faults', () => {
     expect(buffer.stats().dropped.overflow_log).toBe(20);
     expect(numbers(takeAll(buffer))).toEqual(range(20, 30));
     await expect(buffer.close()).resolves.toBeUndefined();
+  });
+});
+
+describe('DurableBuffer under heap pressure (shedMemory)', () => {
+  const BIG = 64 * 1024;
+  const big = (buffer: DurableBuffer, from: number, to: number): void => {
+    for (const n of range(from, to)) buffer.enqueue(makeItem(n, 'log', BIG));
+  };
+
+  it('moves the pending memory items to disk, spills new ones at once, and keeps FIFO order', () => {
+    const { buffer } = openBuffer(tempDir(), {
+      maxMemoryBytes: 64 * BIG,
+      maxDiskBytes: 1_000 * BIG,
+    });
+    big(buffer, 0, 40);
+    expect(buffer.stats().disk.depth).toBe(0);
+    const moved = buffer.shedMemory(true);
+    expect(moved.items).toBeGreaterThanOrEqual(36);
+    expect(buffer.stats().memory.bytes).toBeLessThanOrEqual(PRESSURE_MEMORY_BYTES);
+    big(buffer, 40, 60);
+    expect(buffer.stats().memory.bytes).toBeLessThanOrEqual(PRESSURE_MEMORY_BYTES);
+    buffer.shedMemory(false);
+    big(buffer, 60, 80);
+    expect(buffer.stats().memory.depth).toBeGreaterThanOrEqual(20);
+    expect(numbers(takeAll(buffer))).toEqual(range(0, 80));
+  });
+
+  it('drops nothing for it: what the disk cannot take stays in memory', () => {
+    const { buffer, counted } = openBuffer(tempDir(), {
+      maxMemoryBytes: 64 * BIG,
+      maxDiskBytes: 10 * BIG,
+    });
+    big(buffer, 0, 30);
+    buffer.shedMemory(true);
+    big(buffer, 30, 50);
+    const stats = buffer.stats();
+    expect(stats.disk.depth).toBeLessThanOrEqual(10);
+    expect(stats.memory.depth + stats.disk.depth).toBe(50);
+    expect(counted.overflow_log ?? 0).toBe(0);
+    expect(numbers(takeAll(buffer))).toEqual(range(0, 50));
   });
 });

@@ -39,6 +39,9 @@ const SPILL_SLACK_BYTES = 1024 * 1024;
 /** After SQLITE_FULL or a write error, the disk tier counts as full this long before a retry. */
 const DISK_FULL_RETRY_MS = 10_000;
 
+/** The memory tier's size while the process is short of heap: items spill almost at once. */
+export const PRESSURE_MEMORY_BYTES = 256 * 1024;
+
 const overflowReason = (kind: ItemKind): DropReason => `overflow_${kind}`;
 const rank = (kind: ItemKind): number => ITEM_KINDS.indexOf(kind);
 
@@ -63,6 +66,8 @@ export class DurableBuffer implements AsyncDisposable {
   #diskFull: { bytes: number; until: number } | undefined;
 
   readonly #memory = new MemoryQueue();
+  /** maxMemoryBytes, or PRESSURE_MEMORY_BYTES while the process is short of heap (shedMemory). */
+  #memoryLimit: number;
   /** Bytes of every item whose payload is only in memory: pending, returned and in flight. */
   #memoryBytes = 0;
   #memoryDepth = 0;
@@ -97,6 +102,7 @@ export class DurableBuffer implements AsyncDisposable {
 
   constructor(options: BufferOptions, deps: BufferDeps) {
     this.#options = { synchronous: 'normal', ...options };
+    this.#memoryLimit = options.maxMemoryBytes;
     this.#logger = deps.logger.child({ component: 'buffer' });
     this.#counters = deps.counters ?? noopBufferCounters;
     this.#now = deps.now ?? Date.now;
@@ -273,6 +279,40 @@ export class DurableBuffer implements AsyncDisposable {
     return () => this.#releaseListeners.delete(listener);
   }
 
+  /**
+   * Heap pressure (the process nears its heap limit, see collector/runtime/heap-watch.ts): with
+   * `true`, the pending items held in memory are written to disk now, oldest first, and until
+   * `shedMemory(false)` the memory tier holds at most PRESSURE_MEMORY_BYTES, so new items spill
+   * at once. Nothing is dropped for it: what the disk cannot take stays in memory. Returned and
+   * in-flight items stay (the stream's window bounds them). Memory-only buffers move nothing.
+   */
+  shedMemory(pressure: boolean): { readonly items: number; readonly bytes: number } {
+    this.#memoryLimit = pressure
+      ? Math.min(this.#options.maxMemoryBytes, PRESSURE_MEMORY_BYTES)
+      : this.#options.maxMemoryBytes;
+    if (!pressure || !this.#store || this.#closed) return { items: 0, bytes: 0 };
+    const room = this.#diskCap() - this.#diskBytes;
+    let count = 0;
+    let bytes = 0;
+    while (this.#memoryBytes - bytes > this.#memoryLimit) {
+      const next = this.#memory.at(count);
+      if (!next || bytes + next.bytes > room) break;
+      bytes += next.bytes;
+      count++;
+    }
+    if (count === 0) return { items: 0, bytes: 0 };
+    const batch: MemoryItem[] = [];
+    for (let i = 0; i < count; i++) {
+      const item = this.#memory.at(i);
+      if (item) batch.push(item);
+    }
+    if (!this.#writeRows(batch)) return { items: 0, bytes: 0 };
+    this.#memory.shiftMany(count);
+    this.#memoryBytes -= bytes;
+    this.#memoryDepth -= count;
+    return { items: count, bytes };
+  }
+
   stats(): BufferStats {
     return {
       memory: { depth: this.#memoryDepth, bytes: this.#memoryBytes },
@@ -335,7 +375,7 @@ export class DurableBuffer implements AsyncDisposable {
 
   /** Puts a new item in memory, spilling the oldest to disk as needed. False if dropped. */
   #place(entry: MemoryItem): boolean {
-    const { maxMemoryBytes } = this.#options;
+    const maxMemoryBytes = this.#memoryLimit;
     if (this.#memoryBytes + entry.bytes <= maxMemoryBytes) {
       this.#pushMemory(entry);
       return true;
@@ -352,7 +392,7 @@ export class DurableBuffer implements AsyncDisposable {
    */
   #trySpill(entry: MemoryItem, slack: number): boolean {
     if (!this.#store) return false;
-    const excess = this.#memoryBytes + entry.bytes + slack - this.#options.maxMemoryBytes;
+    const excess = this.#memoryBytes + entry.bytes + slack - this.#memoryLimit;
     let count = 0;
     let bytes = 0;
     while (bytes < excess) {
@@ -361,7 +401,7 @@ export class DurableBuffer implements AsyncDisposable {
       bytes += next.bytes;
       count++;
     }
-    const entryToDisk = this.#memoryBytes - bytes + entry.bytes > this.#options.maxMemoryBytes;
+    const entryToDisk = this.#memoryBytes - bytes + entry.bytes > this.#memoryLimit;
     const needed = bytes + (entryToDisk ? entry.bytes : 0);
     if (this.#diskBytes + needed > this.#diskCap()) return false;
     const batch: MemoryItem[] = [];
@@ -381,7 +421,8 @@ export class DurableBuffer implements AsyncDisposable {
   }
 
   /**
-   * Both tiers are full. Frees room by dropping the oldest never-taken items, logs first, then
+   * Both tiers are full (at their configured sizes: under heap pressure the disk can be full
+   * while memory still has room, and pressure alone never drops anything). Frees room by dropping the oldest never-taken items, logs first, then
    * metrics, then state, but never an item of a more protected kind than `entry`: an incoming
    * log may only displace logs. Disk rows are older than memory items, so disk goes first
    * within a kind. If nothing may be dropped, the entry itself is dropped. Always counted.
