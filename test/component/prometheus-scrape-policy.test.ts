@@ -18,6 +18,7 @@ import {
 import { registerScrapeMetrics } from '../../collector/sources/metrics/self-metrics.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { captureLogs, TLS_FIXTURES } from '../helpers/gateway-harness.js';
+import { seriesValue } from '../helpers/prom-series.js';
 import { until } from '../helpers/wait.js';
 
 /** Three samples in two families. */
@@ -169,35 +170,18 @@ function run(one: PromTarget) {
   };
 }
 
-/** The value of one series (a histogram's `_sum`/`_count` by their full names). */
-async function series(
-  registry: Registry,
-  name: string,
-  labels: Record<string, string | number>,
-): Promise<number | undefined> {
-  for (const metric of await registry.getMetricsAsJSON()) {
-    for (const value of metric.values) {
-      const valueName = 'metricName' in value ? value.metricName : metric.name;
-      if (valueName !== name) continue;
-      const have = value.labels as Record<string, string | number | undefined>;
-      if (Object.entries(labels).every(([k, v]) => have[k] === v)) return value.value;
-    }
-  }
-  return undefined;
-}
-
 const custom = (name: string) => ({ source: 'custom', target: name });
 const failedLines = (logs: ReturnType<typeof captureLogs>) =>
   logs.lines.filter((l) => l.msg === 'prometheus scrape failed');
 
 describe('Prometheus scrape retries and backoff', () => {
-  it('retries a 5xx twice 1 s apart, backs off from 5 s doubling to 2 min, and resets on success', async () => {
+  it('retries a 5xx twice 1 s apart, backs off from 5 s to a 2 min cap, resets on success', async () => {
     flakyFails = true;
     const flaky = run(target('flaky', `${plain.url}/flaky`, { intervalMs: 3000 }));
     const hits = () => plain.hits.get('/flaky') ?? 0;
     const backoffs = [5000, 10_000, 20_000, 40_000, 80_000, 120_000, 120_000];
     try {
-      // The initial jitter (0), then per failed scrape: attempt, 1 s, attempt, 1 s, attempt, backoff.
+      // The jitter (0), then per failed scrape: attempt, 1 s, attempt, 1 s, attempt, backoff.
       const expected: [number, number][] = [[0, 0]];
       backoffs.forEach((backoff, i) => {
         expected.push([1000, 3 * i + 1], [1000, 3 * i + 2], [backoff, 3 * i + 3]);
@@ -227,35 +211,45 @@ describe('Prometheus scrape retries and backoff', () => {
     const { registry } = flaky;
     const flakySeries = custom('flaky');
     expect(
-      await series(registry, 'kubexa_collector_metrics_scrapes_total', {
+      await seriesValue(registry, 'kubexa_collector_metrics_scrapes_total', {
         ...flakySeries,
         status: 'server_error',
       }),
     ).toBe(8);
     expect(
-      await series(registry, 'kubexa_collector_metrics_scrapes_total', {
+      await seriesValue(registry, 'kubexa_collector_metrics_scrapes_total', {
         ...flakySeries,
         status: 'success',
       }),
     ).toBe(1);
     // Each failed scrape spanned its two 1 s retry waits (clock time); the success none.
     expect(
-      await series(registry, 'kubexa_collector_metrics_scrape_duration_seconds_count', flakySeries),
+      await seriesValue(
+        registry,
+        'kubexa_collector_metrics_scrape_duration_seconds_count',
+        flakySeries,
+      ),
     ).toBe(9);
     expect(
-      await series(registry, 'kubexa_collector_metrics_scrape_duration_seconds_sum', flakySeries),
+      await seriesValue(
+        registry,
+        'kubexa_collector_metrics_scrape_duration_seconds_sum',
+        flakySeries,
+      ),
     ).toBe(16);
     expect(
-      await series(registry, 'kubexa_collector_metrics_scrape_duration_seconds_bucket', {
+      await seriesValue(registry, 'kubexa_collector_metrics_scrape_duration_seconds_bucket', {
         ...flakySeries,
         le: 1,
       }),
     ).toBe(1);
     // The one success brought the page's three samples, at the fake clock's time then.
-    expect(await series(registry, 'kubexa_collector_metrics_samples_total', flakySeries)).toBe(3);
+    expect(await seriesValue(registry, 'kubexa_collector_metrics_samples_total', flakySeries)).toBe(
+      3,
+    );
     const successAt = 1_700_000_000_000 + 7 * 2000 + backoffs.reduce((a, b) => a + b, 0);
     expect(
-      await series(
+      await seriesValue(
         registry,
         'kubexa_collector_metrics_last_success_timestamp_seconds',
         flakySeries,
@@ -284,17 +278,21 @@ describe('Prometheus scrape retries and backoff', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]?.['url']).toBe(`${plain.url}/missing`);
     expect(
-      await series(missing.registry, 'kubexa_collector_metrics_scrapes_total', {
+      await seriesValue(missing.registry, 'kubexa_collector_metrics_scrapes_total', {
         ...custom('missing'),
         status: 'client_error',
       }),
     ).toBe(7);
     // Never a success: no samples, no last-success series.
     expect(
-      await series(missing.registry, 'kubexa_collector_metrics_samples_total', custom('missing')),
+      await seriesValue(
+        missing.registry,
+        'kubexa_collector_metrics_samples_total',
+        custom('missing'),
+      ),
     ).toBeUndefined();
     expect(
-      await series(
+      await seriesValue(
         missing.registry,
         'kubexa_collector_metrics_last_success_timestamp_seconds',
         custom('missing'),
@@ -319,7 +317,7 @@ describe('Prometheus scrape retries and backoff', () => {
       await hang.stop();
     }
     expect(
-      await series(hang.registry, 'kubexa_collector_metrics_scrapes_total', {
+      await seriesValue(hang.registry, 'kubexa_collector_metrics_scrapes_total', {
         ...custom('hang'),
         status: 'timeout',
       }),
@@ -328,7 +326,7 @@ describe('Prometheus scrape retries and backoff', () => {
 });
 
 describe('the TLS 1.2 floor', () => {
-  it('refuses a server that only speaks TLS 1.0/1.1: counted each scrape, logged once', async () => {
+  it('refuses a TLS 1.0/1.1-only server: counted each scrape, logged once', async () => {
     const legacy = run(
       target('legacy', `${legacyTls.url}/metrics`, { caFile: TLS_FIXTURES.caPath }),
     );
@@ -348,7 +346,7 @@ describe('the TLS 1.2 floor', () => {
     expect(legacyTls.handshakeFailures).toBeGreaterThanOrEqual(3);
     expect(legacyTls.protocols).toEqual([]);
     expect(
-      await series(legacy.registry, 'kubexa_collector_metrics_scrapes_total', {
+      await seriesValue(legacy.registry, 'kubexa_collector_metrics_scrapes_total', {
         ...custom('legacy'),
         status: 'error',
       }),
@@ -374,16 +372,16 @@ describe('the TLS 1.2 floor', () => {
     expect(tls12.protocols).toEqual(['TLSv1.2', 'TLSv1.2']);
     const tlsSeries = custom('tls12');
     expect(
-      await series(modern.registry, 'kubexa_collector_metrics_scrapes_total', {
+      await seriesValue(modern.registry, 'kubexa_collector_metrics_scrapes_total', {
         ...tlsSeries,
         status: 'success',
       }),
     ).toBe(2);
-    expect(await series(modern.registry, 'kubexa_collector_metrics_samples_total', tlsSeries)).toBe(
-      6,
-    );
     expect(
-      await series(
+      await seriesValue(modern.registry, 'kubexa_collector_metrics_samples_total', tlsSeries),
+    ).toBe(6);
+    expect(
+      await seriesValue(
         modern.registry,
         'kubexa_collector_metrics_last_success_timestamp_seconds',
         tlsSeries,
