@@ -83,6 +83,7 @@ function heartbeatView(health: AgentHealth | undefined, at: number): HeartbeatVi
       droppedMessages: 0,
       truncatedLines: 0,
       droppedRateLimited: 0,
+      metricsApi: '',
       at,
     };
   }
@@ -92,6 +93,7 @@ function heartbeatView(health: AgentHealth | undefined, at: number): HeartbeatVi
     droppedMessages: Number(health.droppedMessages),
     truncatedLines: Number(health.truncatedLines),
     droppedRateLimited: Number(health.droppedRateLimited),
+    metricsApi: health.metricsApi,
     at,
   };
 }
