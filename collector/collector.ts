@@ -329,6 +329,11 @@ export function createCollector(
       // Cumulative, as the Go agent reports them; the same counts /metrics shows.
       sourceCounters: () => podLogCounters.ingestTotals(),
       quarantinedItems: () => buffer.stats().quarantined,
+      // Whether the cluster serves metrics.k8s.io now (caps.metrics only says we can send them).
+      metricsApi: () => {
+        const state = metricsSource?.kubeMetricsAvailability();
+        return state === 'available' || state === 'unavailable' ? state : '';
+      },
       // The stream applies heartbeat, batch and flush settings itself; the rest goes to sources.
       ...(consoleRelay === undefined ? {} : { consoleHandler: consoleRelay.handle }),
       nodeJobHandler: writes.handler,

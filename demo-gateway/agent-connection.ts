@@ -84,6 +84,7 @@ function heartbeatView(health: AgentHealth | undefined, at: number): HeartbeatVi
       droppedMessages: 0,
       truncatedLines: 0,
       droppedRateLimited: 0,
+      metricsApi: '',
       at,
     };
   }
@@ -93,6 +94,7 @@ function heartbeatView(health: AgentHealth | undefined, at: number): HeartbeatVi
     droppedMessages: Number(health.droppedMessages),
     truncatedLines: Number(health.truncatedLines),
     droppedRateLimited: Number(health.droppedRateLimited),
+    metricsApi: health.metricsApi,
     at,
   };
 }

@@ -9,6 +9,8 @@ export interface HeartbeatView {
   readonly droppedMessages: number;
   readonly truncatedLines: number;
   readonly droppedRateLimited: number;
+  /** AgentHealth.metrics_api: "available", "unavailable" or "" (not scraped, or an older agent). */
+  readonly metricsApi: string;
   readonly at: number;
 }
 

@@ -183,6 +183,7 @@ describe('log records', () => {
         droppedMessages: 0,
         truncatedLines: 0,
         droppedRateLimited: 3,
+        metricsApi: '',
         at: 0,
       },
       health(10),

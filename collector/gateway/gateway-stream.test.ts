@@ -303,7 +303,7 @@ describe('gateway messages', () => {
     expect(h.stream.status().counters.settled).toBe(3);
   });
 
-  it('sends heartbeats with queue depth, status and cumulative counters', async () => {
+  it('sends heartbeats with queue depth, status, cumulative counters and the Metrics API state', async () => {
     await using h = await startHarness({
       deps: {
         sourceCounters: () => ({
@@ -313,6 +313,7 @@ describe('gateway messages', () => {
           droppedRateLimited: 3,
         }),
         quarantinedItems: () => 4,
+        metricsApi: () => 'unavailable',
       },
     });
     const beats: AgentMessage[] = [];
@@ -338,6 +339,7 @@ describe('gateway messages', () => {
       droppedFuture: '2',
       droppedRateLimited: '3',
       quarantinedMessages: '4',
+      metricsApi: 'unavailable',
     });
     expect(beats[0]?.meta).toMatchObject({ clusterId: TEST_CLUSTER, agentId: TEST_AGENT });
   });

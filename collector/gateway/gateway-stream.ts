@@ -301,6 +301,7 @@ export class GatewayStream implements Service, AsyncDisposable {
         },
         sourceCounters: this.#deps.sourceCounters,
         quarantinedItems: this.#deps.quarantinedItems,
+        metricsApi: this.#deps.metricsApi,
         onConfigUpdate: this.#deps.onConfigUpdate,
         onHandshake: this.#deps.onHandshake,
         queryHandler: this.#deps.queryHandler ?? notSupportedQueryHandler,

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import {
+  type AgentHealth,
   AgentMessage,
   type ConfigUpdate,
   type GatewayMessage,
@@ -24,7 +25,13 @@ import {
   type AgentIdentity,
 } from './handshake.js';
 import { applySettingsPatch, SETTINGS_BOUNDS, type StreamSettings } from './settings.js';
-import type { GatewayBuffer, QueryHandler, SourceCounters, StreamCounters } from './types.js';
+import type {
+  GatewayBuffer,
+  MetricsApiState,
+  QueryHandler,
+  SourceCounters,
+  StreamCounters,
+} from './types.js';
 import { Wakeup } from './wakeup.js';
 
 /** How a session ended; the stream's reconnect policy branches on it. */
@@ -62,6 +69,14 @@ export interface SessionProgress {
   readonly stalledForMs: number;
 }
 
+/** The heartbeat's log-source counts without a log source. */
+const NO_SOURCE_COUNTS: SourceCounters = {
+  truncatedLines: 0,
+  droppedTooOld: 0,
+  droppedFuture: 0,
+  droppedRateLimited: 0,
+};
+
 export interface SessionContext {
   readonly logger: Logger;
   readonly clock: Clock;
@@ -72,6 +87,7 @@ export interface SessionContext {
   readonly isOverloaded: () => boolean;
   readonly sourceCounters: (() => SourceCounters) | undefined;
   readonly quarantinedItems: (() => number) | undefined;
+  readonly metricsApi: (() => MetricsApiState) | undefined;
   readonly onConfigUpdate: ((update: ConfigUpdate) => void) | undefined;
   /** Each accepted handshake's opt-ins, before its config snapshot is applied. */
   readonly onHandshake: ((accepted: { acceptedPayloads: readonly string[] }) => void) | undefined;
@@ -618,11 +634,6 @@ export class Session {
   }
 
   #heartbeat(): AgentMessage {
-    const stats = this.#ctx.buffer.stats();
-    const sources = this.#ctx.sourceCounters?.();
-    // Items given up after maxAttempts are discarded through the buffer, so its drop counts
-    // already include them.
-    const dropped = Object.values(stats.dropped).reduce((sum, n) => sum + n, 0);
     const now = this.#ctx.clock.now();
     return {
       messageId: randomUUID(),
@@ -635,20 +646,27 @@ export class Session {
       },
       payload: {
         $case: 'heartbeat',
-        value: {
-          timestampUnixMs: String(now),
-          health: {
-            queueDepth: String(stats.pending + stats.inflight),
-            droppedMessages: String(dropped),
-            status: this.#healthStatus(),
-            truncatedLines: String(sources?.truncatedLines ?? 0),
-            droppedTooOld: String(sources?.droppedTooOld ?? 0),
-            droppedFuture: String(sources?.droppedFuture ?? 0),
-            droppedRateLimited: String(sources?.droppedRateLimited ?? 0),
-            quarantinedMessages: String(this.#ctx.quarantinedItems?.() ?? 0),
-          },
-        },
+        value: { timestampUnixMs: String(now), health: this.#health() },
       },
+    };
+  }
+
+  #health(): AgentHealth {
+    const stats = this.#ctx.buffer.stats();
+    const sources = this.#ctx.sourceCounters?.() ?? NO_SOURCE_COUNTS;
+    // Items given up after maxAttempts are discarded through the buffer, so its drop counts
+    // already include them.
+    const dropped = Object.values(stats.dropped).reduce((sum, n) => sum + n, 0);
+    return {
+      queueDepth: String(stats.pending + stats.inflight),
+      droppedMessages: String(dropped),
+      status: this.#healthStatus(),
+      truncatedLines: String(sources.truncatedLines),
+      droppedTooOld: String(sources.droppedTooOld),
+      droppedFuture: String(sources.droppedFuture),
+      droppedRateLimited: String(sources.droppedRateLimited),
+      quarantinedMessages: String(this.#ctx.quarantinedItems?.() ?? 0),
+      metricsApi: this.#ctx.metricsApi?.() ?? '',
     };
   }
 

@@ -17,6 +17,9 @@ export interface GatewayBuffer {
 }
 
 /** Cumulative counters a heartbeat reports that the sources own (log truncation, age filters). */
+/** The heartbeat's `metrics_api`: whether metrics.k8s.io answered the last scrape; "" unknown. */
+export type MetricsApiState = 'available' | 'unavailable' | '';
+
 export interface SourceCounters {
   readonly truncatedLines: number;
   readonly droppedTooOld: number;
@@ -61,6 +64,11 @@ export interface GatewayStreamDeps {
    * `quarantined_messages`; 0 without it. The hook for the buffer's `stats().quarantined`.
    */
   readonly quarantinedItems?: () => number;
+  /**
+   * Whether metrics.k8s.io answered the last scrape, for the heartbeat's `metrics_api`:
+   * "available", "unavailable", or "" (not scraped); "" without it.
+   */
+  readonly metricsApi?: () => MetricsApiState;
   /** The rest of a ConfigUpdate (ingest rules, watchers, collectors): applied by its owners. */
   readonly onConfigUpdate?: (update: ConfigUpdate) => void;
   /** Each accepted handshake's opt-ins (accepted_payloads), before its config is applied. */

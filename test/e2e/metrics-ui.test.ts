@@ -24,7 +24,7 @@ import { load } from '../../shared/config/load-for-test.js';
 import { startCluster, stopCluster, type ClusterOptions } from '../cluster/cluster.js';
 import { captureLogs, startHarness } from '../helpers/gateway-harness.js';
 import { loadKubeConfig } from '../helpers/kube.js';
-import { readPprof } from '../helpers/pprof.js';
+import { decodePprof } from '../helpers/pprof.js';
 import { openDemoPage, requireChromium } from '../helpers/demo-page.js';
 
 const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-results', 'demo-ui');
@@ -242,7 +242,7 @@ describe('the Metrics view in headless Chromium', () => {
     expect(download.suggestedFilename()).toMatch(/^shop_web-1-cpu-.*\.pb\.gz$/);
     const path = join(downloads, 'cpu.pb.gz');
     await download.saveAs(path);
-    const parsed = readPprof(readFileSync(path));
+    const parsed = decodePprof(readFileSync(path));
     expect(parsed.sampleTypes).toEqual(['samples/count', 'cpu/nanoseconds']);
     expect(parsed.durationNanos).toBeGreaterThan(0n);
   });

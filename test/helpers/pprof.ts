@@ -1,59 +1,49 @@
-// A minimal reader of pprof's profile.proto (github.com/google/pprof/proto/profile.proto): the
-// sample types, the sample count and the string table, enough for tests to prove a shipped
-// profile is a real, parseable profile of the kind it claims to be.
+// Decodes a shipped profile with pprof-format (DataDog's maintained encoder and decoder of
+// github.com/google/pprof/proto/profile.proto), so tests prove a profile parses with a real pprof
+// parser, not with one written for the tests. Go's net/http/pprof gzips its output; the bytes
+// are gunzipped first when they carry the gzip magic.
 import { gunzipSync } from 'node:zlib';
-import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
+import { Profile } from 'pprof-format';
 
-export interface PprofSummary {
+export interface DecodedPprof {
+  readonly profile: Profile;
   /** "type/unit" of each sample value, e.g. "cpu/nanoseconds", "inuse_space/bytes". */
   readonly sampleTypes: string[];
-  readonly samples: number;
   readonly durationNanos: bigint;
-  readonly strings: string[];
+  /** The function names the samples' stacks reach (through location, line and function). */
+  readonly sampledFunctions: Set<string>;
 }
 
-function readValueType(bytes: Uint8Array): { type: number; unit: number } {
-  const reader = new BinaryReader(bytes);
-  const out = { type: 0, unit: 0 };
-  while (reader.pos < reader.len) {
-    const [field, wire] = reader.tag();
-    if (field === 1) out.type = Number(reader.int64());
-    else if (field === 2) out.unit = Number(reader.int64());
-    else reader.skip(wire);
-  }
-  return out;
-}
-
-/** Gunzips (when gzipped) and reads a profile; throws on bytes that are not one. */
-export function readPprof(raw: Uint8Array): PprofSummary {
+/** Gunzips (when gzipped) and decodes a profile; throws on bytes that are not one. */
+export function decodePprof(raw: Uint8Array): DecodedPprof {
   const gzipped = raw[0] === 0x1f && raw[1] === 0x8b;
-  const bytes = gzipped ? gunzipSync(raw) : raw;
-  const reader = new BinaryReader(bytes);
-  const valueTypes: { type: number; unit: number }[] = [];
-  const strings: string[] = [];
-  let samples = 0;
-  let durationNanos = 0n;
-  while (reader.pos < reader.len) {
-    const [field, wire] = reader.tag();
-    if (field === 1 && wire === WireType.LengthDelimited)
-      valueTypes.push(readValueType(reader.bytes()));
-    else if (field === 2 && wire === WireType.LengthDelimited) {
-      reader.bytes();
-      samples++;
-    } else if (field === 6 && wire === WireType.LengthDelimited) strings.push(reader.string());
-    else if (field === 10 && wire === WireType.Varint) durationNanos = BigInt(reader.int64());
-    else reader.skip(wire);
-  }
-  const text = (index: number) => {
-    const value = strings[index];
+  const profile = Profile.decode(gzipped ? gunzipSync(raw) : raw);
+  const strings = profile.stringTable.strings;
+  const text = (index: number | bigint): string => {
+    const value = strings[Number(index)];
     if (value === undefined) throw new Error(`string index ${String(index)} outside the table`);
     return value;
   };
   if (strings[0] !== '') throw new Error('string_table[0] must be empty: not a pprof profile');
+  const locations = new Map(profile.location.map((l) => [String(l.id), l]));
+  const functions = new Map(profile.function.map((f) => [String(f.id), f]));
+  const sampledFunctions = new Set<string>();
+  for (const sample of profile.sample) {
+    for (const id of sample.locationId) {
+      const location = locations.get(String(id));
+      if (location === undefined) throw new Error(`sample names unknown location ${String(id)}`);
+      for (const line of location.line) {
+        const fn = functions.get(String(line.functionId));
+        if (fn === undefined)
+          throw new Error(`line names unknown function ${String(line.functionId)}`);
+        sampledFunctions.add(text(fn.name));
+      }
+    }
+  }
   return {
-    sampleTypes: valueTypes.map((v) => `${text(v.type)}/${text(v.unit)}`),
-    samples,
-    durationNanos,
-    strings,
+    profile,
+    sampleTypes: profile.sampleType.map((v) => `${text(v.type)}/${text(v.unit)}`),
+    durationNanos: BigInt(profile.durationNanos),
+    sampledFunctions,
   };
 }

@@ -2,11 +2,13 @@
 // real pod log source on the test cluster, a real buffer file) ships a container's log to the
 // demo gateway on a real socket. The gateway pushes ingest rules and a 1 s heartbeat; lines cut
 // to max_line_bytes, too old, from the future and over the rate are then counted in the
-// heartbeats the gateway receives, cumulatively, and equal to what /metrics says.
+// heartbeats the gateway receives, cumulatively, and equal to what /metrics says. And the Metrics
+// API's availability (AgentHealth.metrics_api, issue 18) reaches the gateway the same way: the
+// metrics.k8s.io APIService deleted mid-run turns it "unavailable", restored "available" again.
 import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { ApiregistrationV1Api, CoreV1Api, type V1APIService } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createCollector } from '../../collector/collector.js';
@@ -187,5 +189,92 @@ describe('heartbeats', () => {
     expect(entries.find((e) => e.message.startsWith('cut: '))).toMatchObject({ truncated: true });
     const over = entries.filter((e) => e.message.startsWith('over the rate '));
     expect(over).toHaveLength(60 - rateLimited);
+  });
+
+  it('carry whether metrics.k8s.io is served: unavailable while its APIService is gone', async () => {
+    const kc = loadKubeConfig(inject('kubeconfigPath'));
+    const namespace = await createTestNamespace(kc, 'heartbeat-metrics');
+    cleanups.push(() => namespace.delete());
+    const gateway = new DemoGateway({}, { logger: pino({ level: 'silent' }) });
+    const gatewayPort = await gateway.listen('127.0.0.1', 0);
+    cleanups.push(() => gateway.close());
+    const fileText = [
+      'gateway:',
+      `  address: 127.0.0.1:${String(gatewayPort)}`,
+      '  tls: false',
+      'collect:',
+      '  logs: { enabled: false }',
+      '  state: { enabled: false }',
+      '  metrics:',
+      '    rules:',
+      `      - { id: shop, namespace: ${namespace.name}, resources: [pods], pod_interval: 2s }`,
+      'observability:',
+      '  health_addr: "127.0.0.1:0"',
+      '  metrics_addr: "127.0.0.1:0"',
+      '',
+    ].join('\n');
+    const { config } = loadConfig({ fileText, env: { KUBEXA_TENANT_TOKEN: 'heartbeat-token' } });
+    const logs = captureLogs();
+    const collector = createCollector(
+      config,
+      { clusterId: 'cluster-uid', agentId: 'agent-heartbeat-metrics' },
+      { logger: logs.logger, kube: kc },
+    );
+    const stop = await startServices(collector.services, new AbortController().signal);
+    cleanups.push(stop);
+    const beats: AgentHealth[] = [];
+    gateway.events.on('message', (message) => {
+      if (message.payload?.$case === 'heartbeat' && message.payload.value.health) {
+        beats.push(message.payload.value.health);
+      }
+    });
+    const session = await gateway.waitForSession();
+    gateway.sendConfigUpdate(
+      session.sessionId,
+      ConfigUpdate.fromPartial({
+        configVersion: 'heartbeat-metrics-1',
+        config: { heartbeatIntervalSec: 1 },
+      }),
+    );
+    /** The next heartbeat saying `state`, and the gateway's session view agreeing. */
+    const reported = (state: string, timeoutMs: number) => {
+      const from = beats.length;
+      return eventually(
+        `a heartbeat with metrics_api "${state}"`,
+        () =>
+          Promise.resolve(
+            beats.slice(from).some((b) => b.metricsApi === state) &&
+              gateway.sessions().find((s) => s.sessionId === session.sessionId)?.lastHeartbeat
+                ?.metricsApi === state
+              ? true
+              : undefined,
+          ),
+        { timeoutMs, intervalMs: 200 },
+      );
+    };
+    await reported('available', 60_000);
+
+    const registration = kc.makeApiClient(ApiregistrationV1Api);
+    const name = 'v1beta1.metrics.k8s.io';
+    const saved = await registration.readAPIService({ name });
+    let restored = false;
+    const restore = async () => {
+      if (restored) return;
+      restored = true;
+      const body: V1APIService = {
+        apiVersion: 'apiregistration.k8s.io/v1',
+        kind: 'APIService',
+        metadata: { name, labels: saved.metadata?.labels ?? {} },
+        spec: saved.spec!,
+      };
+      await registration.createAPIService({ body });
+    };
+    cleanups.push(() => restore().catch(() => undefined));
+    await registration.deleteAPIService({ name });
+    await reported('unavailable', 30_000);
+    await restore();
+    // The unavailable API is asked again every 30 s.
+    await reported('available', 90_000);
+    expect(logs.lines.filter((l) => l.level >= 50)).toEqual([]);
   });
 });

@@ -22,6 +22,7 @@ import {
   type TestNamespace,
 } from '../helpers/kube.js';
 import { loadConfig } from '../../shared/config/load-config.js';
+import { seriesValue } from '../helpers/prom-series.js';
 
 const kc = loadKubeConfig(inject('kubeconfigPath'));
 const core = kc.makeApiClient(CoreV1Api);
@@ -115,7 +116,7 @@ describe('metrics.k8s.io through the real metrics-server', () => {
         },
       },
     });
-    const { events, source } = startSource();
+    const { events, registry, source } = startSource();
     await source.start(new AbortController().signal);
     try {
       // The PodMetrics as the API serves it, read by the test; then the event of the same window.
@@ -183,6 +184,25 @@ describe('metrics.k8s.io through the real metrics-server', () => {
         memoryBytes: testBytes(node.item.usage.memory).toString(),
       });
       expect(node.item.metadata.name).toMatch(/^kwok-node-\d$/);
+
+      // The self-metrics of both rules' scrapes, on the real registry the source registered.
+      for (const [target, sent] of [
+        ['pods/shop', events.filter((e) => e.resourceType === 1).length],
+        ['nodes/cluster', events.filter((e) => e.resourceType === 2).length],
+      ] as const) {
+        const series = { source: 'kubernetes', target };
+        const value = (name: string, labels = {}) =>
+          seriesValue(registry, `kubexa_collector_metrics_${name}`, { ...series, ...labels });
+        const successes = (await value('scrapes_total', { status: 'success' })) ?? 0;
+        expect(successes, target).toBeGreaterThanOrEqual(1);
+        expect(await value('scrape_duration_seconds_count'), target).toBeGreaterThanOrEqual(
+          successes,
+        );
+        // One sample per event handed to the buffer (read after the events: more may follow).
+        expect(await value('samples_total'), target).toBeGreaterThanOrEqual(sent);
+        const lastSuccess = (await value('last_success_timestamp_seconds')) ?? 0;
+        expect(Date.now() / 1000 - lastSuccess, target).toBeLessThan(60);
+      }
     } finally {
       await source.close();
     }

@@ -7,18 +7,23 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   ProfileTargets,
   type ProfileTarget,
   type ProfilesOptions,
 } from '../../collector/sources/metrics/profiles.js';
-import type { ScrapeRecord } from '../../collector/sources/metrics/self-metrics.js';
+import {
+  registerScrapeMetrics,
+  type ScrapeRecord,
+} from '../../collector/sources/metrics/self-metrics.js';
 import { AgentMessage, type ProfileEvent } from '../../proto/index.js';
 import { systemClock } from '../../shared/clock.js';
 import { captureLogs } from '../helpers/gateway-harness.js';
 import { eventually } from '../helpers/kube.js';
-import { readPprof } from '../helpers/pprof.js';
+import { decodePprof } from '../helpers/pprof.js';
+import { seriesValue } from '../helpers/prom-series.js';
 
 const apps: ChildProcess[] = [];
 const addresses: string[] = [];
@@ -50,6 +55,8 @@ const target = (index: number): ProfileTarget => ({
 function run(targets: ProfileTarget[], options: Partial<ProfilesOptions> = {}) {
   const events: ProfileEvent[] = [];
   const records: ScrapeRecord[] = [];
+  const registry = new Registry();
+  const recorder = registerScrapeMetrics(registry);
   const logs = captureLogs();
   const abort = new AbortController();
   const profiles = new ProfileTargets(
@@ -74,7 +81,12 @@ function run(targets: ProfileTarget[], options: Partial<ProfilesOptions> = {}) {
       },
       logger: logs.logger,
       clock: systemClock,
-      recorder: { record: (r) => records.push(r) },
+      recorder: {
+        record: (r) => {
+          records.push(r);
+          recorder.record(r);
+        },
+      },
       identity: { clusterId: 'c', agentId: 'a' },
       random: () => 0,
     },
@@ -83,6 +95,7 @@ function run(targets: ProfileTarget[], options: Partial<ProfilesOptions> = {}) {
   return {
     events,
     records,
+    registry,
     logs,
     profiles,
     stop: async () => {
@@ -94,7 +107,7 @@ function run(targets: ProfileTarget[], options: Partial<ProfilesOptions> = {}) {
 
 describe('cluster profiles from net/http/pprof', () => {
   it('ships CPU, heap and goroutine profiles of each target, one profile at a time', async () => {
-    const { events, profiles, stop } = run([target(0), target(1)]);
+    const { events, profiles, registry, stop } = run([target(0), target(1)]);
     try {
       await eventually(
         'six profiles',
@@ -124,20 +137,54 @@ describe('cluster profiles from net/http/pprof', () => {
         workload: 'Deployment/app',
       });
       expect(Number(event.timestamp)).toBeGreaterThan(Date.now() - 120_000);
-      const profile = readPprof(event.pprof);
+      // Decoded with pprof-format (a maintained pprof decoder), after gunzip.
+      const decoded = decodePprof(event.pprof);
+      const { profile } = decoded;
+      // Every sample carries one value per sample type; stacks name known locations (checked by
+      // decodePprof; a goroutine without a stack may have none).
+      expect(profile.sample.length, event.profileType).toBeGreaterThan(0);
+      for (const sample of profile.sample) {
+        expect(sample.value).toHaveLength(profile.sampleType.length);
+      }
+      expect(profile.sample.some((sample) => sample.locationId.length > 0)).toBe(true);
+      // The self-metrics of this profile's target, on the real registry.
+      const series = { source: 'profile', target: `${event.pod}/${event.profileType}` };
+      const value = (name: string, labels = {}) =>
+        seriesValue(registry, `kubexa_collector_metrics_${name}`, { ...series, ...labels });
+      expect(await value('scrapes_total', { status: 'success' })).toBe(1);
+      expect(await value('samples_total')).toBe(1);
+      expect(await value('scrape_duration_seconds_count')).toBe(1);
+      const lastSuccess = (await value('last_success_timestamp_seconds')) ?? 0;
+      expect(lastSuccess * 1000).toBeGreaterThanOrEqual(Number(event.timestamp));
+      expect(lastSuccess * 1000 - Number(event.timestamp)).toBeLessThan(5000);
+      const total = (index: number) =>
+        profile.sample.reduce((sum, sample) => sum + Number(sample.value[index] ?? 0), 0);
       if (event.profileType === 'cpu') {
         expect(event.durationMs).toBe('1000');
         expect(event.targetUrl).toMatch(/\/debug\/pprof\/profile\?seconds=1$/);
-        expect(profile.sampleTypes).toEqual(['samples/count', 'cpu/nanoseconds']);
-        expect(profile.durationNanos).toBeGreaterThanOrEqual(900_000_000n);
-        // The program burns CPU in sha256: the profile saw it.
-        expect(profile.strings.some((s) => s.includes('sha256'))).toBe(true);
+        expect(decoded.sampleTypes).toEqual(['samples/count', 'cpu/nanoseconds']);
+        expect(decoded.durationNanos).toBeGreaterThanOrEqual(900_000_000n);
+        // A 1 s CPU profile takes its second: the duration histogram saw it.
+        expect(await value('scrape_duration_seconds_sum')).toBeGreaterThanOrEqual(0.9);
+        expect(total(1)).toBeGreaterThan(0);
+        // The program burns CPU in sha256: the sampled stacks reach it.
+        expect([...decoded.sampledFunctions].some((name) => name.includes('sha256'))).toBe(true);
       } else if (event.profileType === 'heap') {
         expect(event.durationMs).toBe('0');
-        expect(profile.sampleTypes).toContain('inuse_space/bytes');
+        expect(decoded.sampleTypes).toEqual([
+          'alloc_objects/count',
+          'alloc_space/bytes',
+          'inuse_objects/count',
+          'inuse_space/bytes',
+        ]);
+        // The program keeps up to 64 buffers of 64 KiB alive in main.allocate.
+        expect(total(3)).toBeGreaterThan(0);
+        expect(decoded.sampledFunctions).toContain('main.allocate');
       } else {
-        expect(profile.sampleTypes).toEqual(['goroutine/count']);
-        expect(profile.samples).toBeGreaterThan(0);
+        expect(decoded.sampleTypes).toEqual(['goroutine/count']);
+        // main, burn, allocate and the pprof server's own: at least four goroutines.
+        expect(total(0)).toBeGreaterThanOrEqual(4);
+        expect(decoded.sampledFunctions).toContain('main.burn');
       }
     }
   });

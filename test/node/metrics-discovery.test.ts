@@ -20,7 +20,7 @@ import {
   loadKubeConfig,
   type TestNamespace,
 } from '../helpers/kube.js';
-import { readPprof } from '../helpers/pprof.js';
+import { decodePprof } from '../helpers/pprof.js';
 
 const kc = loadKubeConfig(inject('kubeconfigPath'));
 const core = kc.makeApiClient(CoreV1Api);
@@ -221,11 +221,11 @@ describe('annotation discovery and profiles on the real node', () => {
       expect(profile?.targetUrl, type).toMatch(
         new RegExp(`^http://${profiledIp}:6060/debug/pprof`),
       );
-      const parsed = readPprof(profile?.pprof ?? new Uint8Array());
+      const parsed = decodePprof(profile?.pprof ?? new Uint8Array());
       expect(parsed.sampleTypes.length, type).toBeGreaterThan(0);
     }
     expect(
-      readPprof(profiles.find((p) => p.profileType === 'cpu')?.pprof ?? new Uint8Array())
+      decodePprof(profiles.find((p) => p.profileType === 'cpu')?.pprof ?? new Uint8Array())
         .sampleTypes,
     ).toEqual(['samples/count', 'cpu/nanoseconds']);
   });

@@ -94,8 +94,20 @@ export async function httpGet(target: HttpTarget, signal: AbortSignal): Promise<
     if (timeout.aborted && !signal.aborted) {
       throw new ScrapeError('timeout', `no complete answer within ${String(target.timeoutMs)} ms`);
     }
-    throw new ScrapeError('error', errorText(err));
+    throw new ScrapeError('error', connectionFailure(err));
   }
+}
+
+/**
+ * The reason of a failed connection. A handshake that found no common TLS version is named as
+ * such (OpenSSL's words: the server alerts protocol_version to our TLS 1.2+ hello, or answers
+ * with a version below our floor), so the log says why a TLS 1.0/1.1 endpoint is refused.
+ */
+function connectionFailure(err: unknown): string {
+  const text = errorText(err);
+  return err instanceof Error && /protocol version|unsupported protocol/i.test(err.message)
+    ? `TLS handshake refused: the endpoint offers no TLS 1.2 or newer (${text})`
+    : text;
 }
 
 function errorText(err: unknown): string {

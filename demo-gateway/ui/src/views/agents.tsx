@@ -50,6 +50,15 @@ function Health({ session, now }: { session: SessionInfo; now: number }) {
     >
       {hb.status || '?'} · queue {hb.queueDepth} · dropped {hb.droppedMessages} · truncated{' '}
       {hb.truncatedLines} · rate-limited {hb.droppedRateLimited}
+      {hb.metricsApi === 'unavailable' ? (
+        <span
+          class="metrics-api-unavailable"
+          title="metrics.k8s.io is not served: no pod or node metrics until metrics-server is back"
+        >
+          {' '}
+          · Metrics API unavailable
+        </span>
+      ) : null}
       <span class="muted"> · {age(now - hb.at)} ago</span>
     </span>
   );

@@ -347,6 +347,15 @@ export interface AgentHealth {
    * field, still sees them as lost. Cumulative since process start. Added by this agent.
    */
   quarantinedMessages: string;
+  /**
+   * Whether metrics.k8s.io (the Metrics API) answered this agent's last scrape: "available",
+   * "unavailable" (not served: metrics-server absent or its APIService not Available; no pod or
+   * node MetricsEvents until it is, retried every 30 s), or "" (no metrics rule scrapes it, or
+   * no scrape finished yet). The handshake's caps.metrics says the agent can send metrics at all;
+   * this says whether the cluster lets it now. A gateway built from the Go agent's proto skips
+   * it. Added by this agent.
+   */
+  metricsApi: string;
 }
 
 /** GatewayMessage is everything the gateway sends. */
@@ -1527,6 +1536,7 @@ function createBaseAgentHealth(): AgentHealth {
     droppedFuture: "0",
     droppedRateLimited: "0",
     quarantinedMessages: "0",
+    metricsApi: "",
   };
 }
 
@@ -1555,6 +1565,9 @@ export const AgentHealth: MessageFns<AgentHealth> = {
     }
     if (message.quarantinedMessages !== "0") {
       writer.uint32(64).int64(message.quarantinedMessages);
+    }
+    if (message.metricsApi !== "") {
+      writer.uint32(74).string(message.metricsApi);
     }
     return writer;
   },
@@ -1636,6 +1649,14 @@ export const AgentHealth: MessageFns<AgentHealth> = {
             message.quarantinedMessages = reader.int64().toString();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.metricsApi = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1686,6 +1707,11 @@ export const AgentHealth: MessageFns<AgentHealth> = {
         : isSet(object.quarantined_messages)
         ? globalThis.String(object.quarantined_messages)
         : "0",
+      metricsApi: isSet(object.metricsApi)
+        ? globalThis.String(object.metricsApi)
+        : isSet(object.metrics_api)
+        ? globalThis.String(object.metrics_api)
+        : "",
     };
   },
 
@@ -1715,6 +1741,9 @@ export const AgentHealth: MessageFns<AgentHealth> = {
     if (message.quarantinedMessages !== "0") {
       obj.quarantinedMessages = message.quarantinedMessages;
     }
+    if (message.metricsApi !== "") {
+      obj.metricsApi = message.metricsApi;
+    }
     return obj;
   },
 
@@ -1731,6 +1760,7 @@ export const AgentHealth: MessageFns<AgentHealth> = {
     message.droppedFuture = object.droppedFuture ?? "0";
     message.droppedRateLimited = object.droppedRateLimited ?? "0";
     message.quarantinedMessages = object.quarantinedMessages ?? "0";
+    message.metricsApi = object.metricsApi ?? "";
     return message;
   },
 };
