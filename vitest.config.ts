@@ -42,7 +42,7 @@ export default defineConfig({
       {
         test: {
           // npm run test:security runs this project together with the security-relevant files
-          // of the unit and chart projects (package.json).
+          // of the unit and chart projects, then two integration files (package.json).
           name: 'security',
           include: ['test/security/**/*.test.ts'],
           globalSetup: ['./test/cluster/global-setup.ts'],

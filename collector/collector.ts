@@ -261,6 +261,7 @@ export function createCollector(
     kube: deps.kube,
     logger,
     registry: metrics.registry,
+    secretsMetadataOnly: config.security.profile === 'strict',
   });
   const executor = executorClientFor(deps.executorSocket);
   const catalog = createCatalog(identity, deps, {

@@ -22,7 +22,13 @@ export interface LiveQuery {
 
 export function createLiveQuery(
   query: Config['query'],
-  deps: { readonly kube: KubeConfig; readonly logger: Logger; readonly registry: Registry },
+  deps: {
+    readonly kube: KubeConfig;
+    readonly logger: Logger;
+    readonly registry: Registry;
+    /** security.profile strict: Secrets are read as metadata only (run-query.ts). */
+    readonly secretsMetadataOnly?: boolean;
+  },
 ): LiveQuery {
   const policy = compileQueryPolicy(query);
   const rest = createKubeRest(deps.kube);
@@ -34,6 +40,7 @@ export function createLiveQuery(
     policy,
     logger: deps.logger,
     metrics: registerQueryMetrics(deps.registry),
+    secretsMetadataOnly: deps.secretsMetadataOnly === true,
   });
   return {
     policy,

@@ -12,6 +12,7 @@ import { createQueryRunner, MAX_PAYLOAD_BYTES } from './run-query.js';
 function runnerWith(
   answer: (request: RestRequest) => RestResponse | Promise<RestResponse>,
   queryYaml = 'query: {rules: [{resources: ["*"]}]}',
+  secretsMetadataOnly = false,
 ) {
   const requests: RestRequest[] = [];
   const rest: KubeRest = {
@@ -22,7 +23,12 @@ function runnerWith(
     close: () => undefined,
   };
   const policy = compileQueryPolicy(load(queryYaml).config.query);
-  const run = createQueryRunner({ rest, policy, logger: pino({ level: 'silent' }) });
+  const run = createQueryRunner({
+    rest,
+    policy,
+    logger: pino({ level: 'silent' }),
+    secretsMetadataOnly,
+  });
   const ask = (query: Partial<ResourceQuery>) =>
     run(
       ResourceQuery.fromPartial({
@@ -43,6 +49,33 @@ const ok = (body: string): RestResponse => ({
 });
 
 describe('query runner', () => {
+  it('under strict, passes on no Secret answered in full by a server that ignored the metadata Accept', async () => {
+    const full = '{"kind":"Secret","metadata":{"name":"s"},"data":{"k":"Y2FuYXJ5"}}';
+    const fullList = `{"kind":"SecretList","metadata":{},"items":[${full}]}`;
+    const { ask, requests } = runnerWith(
+      (request) => ok(request.path.endsWith('/s') ? full : fullList),
+      'query: {redact_secrets: false, rules: [{resources: ["*"]}]}',
+      true,
+    );
+    const secrets = { ref: { group: '', version: 'v1', resource: 'secrets' } };
+    for (const verb of [QueryVerb.QUERY_VERB_GET, QueryVerb.QUERY_VERB_LIST]) {
+      const result = await ask({
+        ...secrets,
+        verb,
+        name: verb === QueryVerb.QUERY_VERB_GET ? 's' : '',
+      });
+      expect(result.error?.code).toBe(QueryErrorCode.QUERY_ERROR_INTERNAL);
+      expect(result.error?.message).toMatch(
+        /metadata only, and the API server answered with Secret/,
+      );
+      expect(result.payload.length).toBe(0);
+    }
+    expect(requests.map((request) => request.accept)).toEqual([
+      'application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io',
+      'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io',
+    ]);
+  });
+
   it('refuses a TABLE request answered with something other than a Table', async () => {
     const { ask, requests } = runnerWith(() => ok('{"kind":"ConfigMapList","items":[]}'));
     const result = await ask({ view: QueryView.QUERY_VIEW_TABLE });

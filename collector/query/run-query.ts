@@ -12,6 +12,7 @@ import {
 } from '../../proto/index.js';
 import { getErrorMessage } from '../../shared/errors.js';
 import type { QueryHandler } from '../gateway/types.js';
+import { ACCEPT_METADATA, ACCEPT_METADATA_LIST } from '../watch/kube-http.js';
 import { BodyTooLargeError, type KubeRest } from './kube-rest.js';
 import { parseLossless, stringifyLossless } from './lossless-json.js';
 import {
@@ -54,6 +55,11 @@ export interface QueryRunnerDeps {
   readonly logger: Logger;
   readonly metrics?: QueryMetrics;
   readonly now?: () => number;
+  /**
+   * security.profile strict: Secrets are read as PartialObjectMetadata (GET and FULL LIST), so
+   * their values never reach this process; the TABLE view already asks for metadata only.
+   */
+  readonly secretsMetadataOnly?: boolean;
 }
 
 /** A refusal or failure on its way to becoming a QueryError. */
@@ -219,11 +225,13 @@ function encodeItems(
       consumed++;
       continue;
     }
-    const whole: JsonObject = {
-      apiVersion: item['apiVersion'] ?? defaults.apiVersion,
-      kind: item['kind'] ?? defaults.kind,
-      ...item,
-    };
+    const whole: JsonObject = plan.metadataOnly
+      ? { ...item, ...SECRET_TYPE }
+      : {
+          apiVersion: item['apiVersion'] ?? defaults.apiVersion,
+          kind: item['kind'] ?? defaults.kind,
+          ...item,
+        };
     sanitizeObject(whole, {
       resource: plan.ref.resource,
       redactSecrets: plan.decision.redactSecrets,
@@ -244,6 +252,28 @@ interface Plan {
   readonly decision: AllowedDecision;
   readonly signal: AbortSignal;
   readonly timeoutMs: number;
+  /** Read as PartialObjectMetadata: a Secret under security.profile strict. */
+  readonly metadataOnly: boolean;
+}
+
+/** What a metadata-only read stands for: the platform still sees Secrets, without a body. */
+const SECRET_TYPE = { apiVersion: 'v1', kind: 'Secret' } as const;
+
+/** The core Secret, the one resource read as metadata only under security.profile strict. */
+const isSecretRef = (ref: GroupVersionResource): boolean =>
+  ref.group === '' && ref.resource === 'secrets';
+
+/**
+ * A metadata-only answer must be one: an API server (or a proxy in front of it) that ignored
+ * the Accept header sent the object's body, and it is not passed on.
+ */
+function expectMetadataKind(body: unknown, kind: string): void {
+  if (isObject(body) && body['kind'] === kind) return;
+  const got = isObject(body) && typeof body['kind'] === 'string' ? body['kind'] : 'no kind';
+  throw new QueryFailure(
+    QueryErrorCode.QUERY_ERROR_INTERNAL,
+    `security.profile strict reads secrets as metadata only, and the API server answered with ${got} instead of ${kind}`,
+  );
 }
 
 /**
@@ -329,9 +359,13 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryHandler {
     const object = await read(
       plan,
       resourcePath(plan.ref, plan.query.namespace, plan.query.name),
-      undefined,
+      plan.metadataOnly ? ACCEPT_METADATA : undefined,
       MAX_FULL_BODY_BYTES,
     );
+    if (plan.metadataOnly) {
+      expectMetadataKind(object, 'PartialObjectMetadata');
+      Object.assign(object as JsonObject, SECRET_TYPE);
+    }
     sanitizeObject(object, {
       resource: plan.ref.resource,
       redactSecrets: plan.decision.redactSecrets,
@@ -347,7 +381,9 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryHandler {
   };
 
   const listFull = async (plan: Plan): Promise<Answer> => {
-    const list = await read(plan, listPath(plan, {}), undefined, MAX_FULL_BODY_BYTES);
+    const accept = plan.metadataOnly ? ACCEPT_METADATA_LIST : undefined;
+    const list = await read(plan, listPath(plan, {}), accept, MAX_FULL_BODY_BYTES);
+    if (plan.metadataOnly) expectMetadataKind(list, 'PartialObjectMetadataList');
     if (!isObject(list) || !Array.isArray(list['items'])) {
       throw new QueryFailure(QueryErrorCode.QUERY_ERROR_INTERNAL, 'the API server sent no list');
     }
@@ -395,7 +431,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryHandler {
     const again = await read(
       plan,
       listPath(plan, { ...pin, limit: String(consumed) }),
-      undefined,
+      plan.metadataOnly ? ACCEPT_METADATA_LIST : undefined,
       MAX_FULL_BODY_BYTES,
     );
     return isObject(again) ? listMeta(again) : { continueToken: '', remaining: 0 };
@@ -452,7 +488,8 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryHandler {
       }
       const release = await entered;
       try {
-        const plan = { query, ref, decision, signal, timeoutMs };
+        const metadataOnly = deps.secretsMetadataOnly === true && isSecretRef(ref);
+        const plan = { query, ref, decision, signal, timeoutMs, metadataOnly };
         const table = query.view === QueryView.QUERY_VIEW_TABLE;
         return result(query.queryId, await execute(plan, verb, table));
       } finally {

@@ -30,11 +30,11 @@ export interface CapturedLogs {
   readonly raw: string[];
 }
 
-export function captureLogs(): CapturedLogs {
+export function captureLogs(level: 'debug' | 'trace' = 'debug'): CapturedLogs {
   const lines: LogLine[] = [];
   const raw: string[] = [];
   const logger = pino(
-    { level: 'debug' },
+    { level },
     {
       write: (line: string) => {
         raw.push(line);

@@ -26,7 +26,13 @@ export interface QueryAgent extends AsyncDisposable {
 export async function startQueryAgent(kube: KubeConfig, yaml: string): Promise<QueryAgent> {
   const { config } = load(yaml);
   const registry = new Registry();
-  const live = createLiveQuery(config.query, { kube, logger: captureLogs().logger, registry });
+  const live = createLiveQuery(config.query, {
+    kube,
+    logger: captureLogs().logger,
+    registry,
+    // As collector.ts wires it.
+    secretsMetadataOnly: config.security.profile === 'strict',
+  });
   const agent = await startHarness({ deps: { queryHandler: live.handler } });
   const session = await agent.gateway.waitForSession();
   return {

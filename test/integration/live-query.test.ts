@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createKubeRest } from '../../collector/query/kube-rest.js';
 import { QueryErrorCode, type ResourceQueryResult } from '../../proto/index.js';
 import { startCountingProxy, type CountingProxy } from '../helpers/counting-proxy.js';
+import { startRecordingProxy } from '../helpers/recording-proxy.js';
 import {
   createTestNamespace,
   eventually,
@@ -237,6 +238,146 @@ describe('live query: sanitizing', () => {
         expect(result.error).toBeUndefined();
         expect(Buffer.from(result.payload).toString('utf8')).not.toContain('aHVudGVyMg==');
       }
+    }
+  });
+});
+
+describe('live query: security.profile strict reads Secrets as metadata only', () => {
+  it('the API server never sends the values to the collector, in any verb or view; the default profile is the control', async () => {
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    const namespace = nsA.name;
+    const canary = 'kubexa-canary-query-strict-5e1c9a7d30b4f286';
+    const spellings = [canary, Buffer.from(canary).toString('base64')];
+    await core.createNamespacedSecret({
+      namespace,
+      body: { metadata: { name: 'strict-canary' }, stringData: { token: canary } },
+    });
+    // As kubectl's client-side apply writes one: its last-applied annotation is a second copy of
+    // the value, and an annotation is metadata, so a metadata-only read receives it (the
+    // collector drops it before anything leaves; docs/security.md says so).
+    const applied = 'kubexa-canary-query-applied-0b8e6d2c71f9a345';
+    await core.createNamespacedSecret({
+      namespace,
+      body: {
+        metadata: {
+          name: 'strict-applied',
+          annotations: {
+            [LAST_APPLIED]: JSON.stringify({ kind: 'Secret', stringData: { token: applied } }),
+          },
+        },
+        stringData: { token: applied },
+      },
+    });
+    // The collector's identity is a bearer token, so the recording proxy can pass it on.
+    await core.createNamespacedServiceAccount({
+      namespace,
+      body: { metadata: { name: 'secret-reader' } },
+    });
+    await rbac.createNamespacedRole({
+      namespace,
+      body: {
+        metadata: { name: 'secret-reader' },
+        rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list'] }],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: 'secret-reader' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'secret-reader' },
+        subjects: [{ kind: 'ServiceAccount', name: 'secret-reader', namespace }],
+      },
+    });
+    const minted = await core.createNamespacedServiceAccountToken({
+      name: 'secret-reader',
+      namespace,
+      body: { spec: { audiences: [], expirationSeconds: 600 } },
+    });
+    const recording = await startRecordingProxy(kc);
+    try {
+      const kube = recording.kubeConfigFor(minted.status?.token ?? '');
+      const rules = `rules: [{resources: [secrets], namespace: "${namespace}"}]`;
+      const ask = async (profile: 'default' | 'strict') => {
+        await using agent = await startQueryAgent(
+          kube,
+          `${config(`{${rules}}`)}security: {profile: ${profile}}\n`,
+        );
+        const get = { ref: SECRETS, verb: GET, namespace, name: 'strict-canary' };
+        const list = { ref: SECRETS, verb: LIST, namespace };
+        const queries = [
+          get,
+          { ...get, view: TABLE },
+          list,
+          { ...list, view: TABLE },
+          // A page of one: the next page (its continue token) is read the same way.
+          { ...list, limit: 1 },
+        ];
+        const answers: string[] = [];
+        await eventually(
+          'the Role to take effect',
+          async () => (await agent.ask(list)).error === undefined || undefined,
+          { timeoutMs: 20_000 },
+        );
+        for (const query of queries) {
+          const answer = await agent.ask(query);
+          expect(answer.error, JSON.stringify(query)).toBeUndefined();
+          answers.push(Buffer.from(answer.payload).toString('utf8'));
+          if (answer.continueToken !== '') {
+            const next = await agent.ask({ ...query, continueToken: answer.continueToken });
+            expect(next.error).toBeUndefined();
+            answers.push(Buffer.from(next.payload).toString('utf8'));
+          }
+        }
+        return answers;
+      };
+
+      // The control: under default the values reach the collector (and the answer), so the
+      // proxy's record would show a leak.
+      const defaultAnswers = await ask('default');
+      const received = () => recording.exchanges.map((exchange) => exchange.body.toString('utf8'));
+      expect(received().some((body) => spellings.some((form) => body.includes(form)))).toBe(true);
+      expect(
+        defaultAnswers.some((text) => text.includes(Buffer.from(canary).toString('base64'))),
+      ).toBe(true);
+
+      recording.exchanges.splice(0);
+      const strictAnswers = await ask('strict');
+      const secretReads = recording.exchanges.filter((exchange) =>
+        exchange.path.includes('/secrets'),
+      );
+      expect(secretReads.length).toBeGreaterThanOrEqual(6);
+      for (const exchange of secretReads) {
+        expect(exchange.status, exchange.path).toBe(200);
+        // Metadata only: PartialObjectMetadata(List), or the Table with metadata objects.
+        expect(exchange.accept, exchange.path).toMatch(
+          /^application\/json;as=(PartialObjectMetadata|PartialObjectMetadataList|Table);/,
+        );
+      }
+      for (const body of received()) {
+        for (const form of spellings) expect(body.includes(form)).toBe(false);
+        // The applied Secret's data never came; its annotation's copy did, as metadata.
+        expect(body.includes(Buffer.from(applied).toString('base64'))).toBe(false);
+      }
+      expect(received().some((body) => body.includes(applied))).toBe(true);
+      // The platform still sees a Secret, by name, without a body.
+      const fullGet = JSON.parse(strictAnswers[0] ?? '{}') as Record<string, unknown>;
+      expect(fullGet).toMatchObject({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'strict-canary', namespace },
+      });
+      expect(fullGet['data']).toBeUndefined();
+      const fullList = JSON.parse(strictAnswers[2] ?? '[]') as Record<string, unknown>[];
+      expect(fullList.map((item) => [item['kind'], item['apiVersion']])).toContainEqual([
+        'Secret',
+        'v1',
+      ]);
+      for (const text of strictAnswers) {
+        for (const form of [...spellings, applied]) expect(text.includes(form)).toBe(false);
+      }
+      expect(strictAnswers.join('\n')).toContain('"strict-canary"');
+    } finally {
+      await recording.close();
     }
   });
 });

@@ -1,8 +1,7 @@
 // Invariants of the rendered chart over EVERY combination of the four privileged gates, on both
-// helm versions: as shipped (features not implemented yet: the executor renders under
-// executor.renderUnimplemented without the gates' RBAC) and as it will be once every feature is
-// implemented (chartWithFeatures), with a policy of exact namespaces and with patterns. The
-// adversarial values are in test/chart/refusals.test.ts (run by `npm run test:security` too).
+// helm versions: as shipped (every feature implemented), and with every feature listed
+// (chartWithFeatures) under a policy of exact namespaces and one of patterns. The adversarial
+// values are in test/chart/refusals.test.ts (run by `npm run test:security` too).
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildClusterBinaries } from '../cluster/cluster.js';

@@ -1,25 +1,25 @@
-// The two identities with their REAL tokens against the real API server: the chart (all gates
-// on, rendered before their features exist) is applied into a namespace, kwok runs its Pod, the
+// The two identities with their REAL tokens against the real API server: the chart (rbac.exec
+// with no exec.pod.rules: the executor is rendered and granted nothing) is applied into a namespace, kwok runs its Pod, the
 // executor's token is the Pod's ServiceAccount token, and the executor mints the collector's
 // token with TokenRequest exactly as executor/identity/token-minter.ts does in the Pod: bound to
 // a Secret the Pod owns, which the chart's ValidatingAdmissionPolicy lets it create and nothing
 // else.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { lstat, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import {
-  ApiException,
-  AuthenticationV1Api,
-  CoreV1Api,
-  type KubeConfig,
-} from '@kubernetes/client-node';
+import { ApiException, AuthenticationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { systemClock } from '../../shared/clock.js';
-import { createTokenMinter, mintCollectorToken } from '../../executor/identity/token-minter.js';
+import {
+  createTokenMinter,
+  mintCollectorToken,
+  writeFileAtomically,
+} from '../../executor/identity/token-minter.js';
+import { QueryVerb } from '../../proto/index.js';
 import {
   bindingSecretName,
   ensureBindingSecret,
@@ -34,12 +34,19 @@ import {
   loadKubeConfig,
   type TestNamespace,
 } from '../helpers/kube.js';
+import { captureLogs } from '../helpers/gateway-harness.js';
+import { startQueryAgent } from '../helpers/query-agent.js';
 
 const execFileAsync = promisify(execFile);
 const COLLECTOR_SA = 'kubexa-agent';
 const EXECUTOR_SA = 'kubexa-agent-executor';
 const EXPECTED_RULES_FILE = join(import.meta.dirname, 'expected-rules.json');
 const randomUid = () => randomUUID();
+
+function restoreEnv(name: string, value: string | undefined): void {
+  if (value === undefined) Reflect.deleteProperty(process.env, name);
+  else process.env[name] = value;
+}
 
 describe('identities with their real tokens on a real API server', () => {
   const admin = loadKubeConfig(inject('kubeconfigPath'));
@@ -366,7 +373,7 @@ describe('identities with their real tokens on a real API server', () => {
     );
   });
 
-  it('the executor, before any privileged feature exists, cannot exec, evict or reach the node proxy either', async () => {
+  it('the executor, with rbac.exec and no exec.pod.rules, cannot exec, evict or reach the node proxy either', async () => {
     if (executor === undefined) throw new Error('beforeAll did not run');
     const ns0 = namespace();
     const results = await Promise.all([
@@ -419,6 +426,7 @@ describe('identities with their real tokens on a real API server', () => {
   it('the minter writes the token for the collector only (0440, shared group), atomically, and it authenticates', async () => {
     if (executor === undefined) throw new Error('beforeAll did not run');
     const dir = await mkdtemp(join(tmpdir(), 'kubexa-minted-'));
+    const minterLog = captureLogs('trace');
     const minter = createTokenMinter(
       {
         serviceAccount: COLLECTOR_SA,
@@ -432,7 +440,7 @@ describe('identities with their real tokens on a real API server', () => {
       {
         core: executor.makeApiClient(CoreV1Api),
         clock: systemClock,
-        logger: pino({ level: 'silent' }),
+        logger: minterLog.logger,
       },
     );
     try {
@@ -446,6 +454,11 @@ describe('identities with their real tokens on a real API server', () => {
       expect((await review(token))?.user?.username).toBe(
         `system:serviceaccount:${namespace()}:${COLLECTOR_SA}`,
       );
+      // The token passes through the executor's minter: its log at trace never holds it.
+      const log = minterLog.raw.join('');
+      expect(log).toContain('collector token minted');
+      expect(log.includes(token)).toBe(false);
+      expect(log.includes(token.split('.')[2] ?? '-')).toBe(false);
     } finally {
       await minter.close();
       await rm(dir, { recursive: true, force: true });
@@ -535,6 +548,92 @@ describe('identities with their real tokens on a real API server', () => {
       await minter.close();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it('the running collector keeps authenticating after its token file is replaced and the old token dies', async () => {
+    if (executor === undefined) throw new Error('beforeAll did not run');
+    const executorCore = executor.makeApiClient(CoreV1Api);
+    const cluster = admin.getCurrentCluster();
+    if (cluster === null) throw new Error('kubeconfig has no current cluster');
+    const server = new URL(cluster.server);
+    const caCert =
+      cluster.caData !== undefined
+        ? Buffer.from(cluster.caData, 'base64').toString('utf8')
+        : await readFile(cluster.caFile ?? '', 'utf8');
+    // Two throwaway Secrets to bind the two tokens to (the executor may mint for them: the API
+    // server reads the bound object itself). Deleting the first kills the first token within
+    // seconds: a TokenRequest cannot live under 10 minutes, so that is how a short life is made.
+    const bindings = ['rotation-a', 'rotation-b'];
+    for (const name of bindings) {
+      await core.createNamespacedSecret({ namespace: namespace(), body: { metadata: { name } } });
+    }
+    const uidOf = async (name: string) =>
+      (await core.readNamespacedSecret({ name, namespace: namespace() })).metadata?.uid;
+    const mint = async (name: string) =>
+      mintCollectorToken(executorCore, {
+        serviceAccount: COLLECTOR_SA,
+        namespace: namespace(),
+        binding: { name, ...(await uidOf(name).then((uid) => (uid === undefined ? {} : { uid }))) },
+      });
+    // The in-cluster layout under a prefix: the collector's main.ts calls loadFromCluster(), the
+    // same code with no prefix; the minter's own atomic write replaces the file.
+    const prefix = await mkdtemp(join(tmpdir(), 'kubexa-rotation-'));
+    const tokenDir = join(prefix, 'var/run/secrets/kubernetes.io/serviceaccount');
+    await mkdir(tokenDir, { recursive: true });
+    await writeFile(join(tokenDir, 'ca.crt'), caCert);
+    await writeFile(join(tokenDir, 'namespace'), namespace());
+    const first = await mint('rotation-a');
+    await writeFileAtomically(tokenDir, 'token', first.token, undefined);
+    const env = {
+      host: process.env['KUBERNETES_SERVICE_HOST'],
+      port: process.env['KUBERNETES_SERVICE_PORT'],
+    };
+    const inCluster = new KubeConfig();
+    try {
+      process.env['KUBERNETES_SERVICE_HOST'] = server.hostname;
+      process.env['KUBERNETES_SERVICE_PORT'] = server.port;
+      inCluster.loadFromCluster(prefix);
+    } finally {
+      restoreEnv('KUBERNETES_SERVICE_HOST', env.host);
+      restoreEnv('KUBERNETES_SERVICE_PORT', env.port);
+    }
+    const pods = { group: '', version: 'v1', resource: 'pods' };
+    await using agent = await startQueryAgent(
+      inCluster,
+      `collect: {state: {enabled: false}}\nquery: {rules: [{resources: [pods], namespace: "${namespace()}"}]}\n`,
+    );
+    const list = () =>
+      agent.ask({ ref: pods, verb: QueryVerb.QUERY_VERB_LIST, namespace: namespace() });
+    expect((await list()).error).toBeUndefined();
+
+    const second = await mint('rotation-b');
+    await writeFileAtomically(tokenDir, 'token', second.token, undefined);
+    const replacedAt = Date.now();
+    await core.deleteNamespacedSecret({ name: 'rotation-a', namespace: namespace() });
+    await eventually(
+      'the API server to refuse the first token',
+      async () => ((await review(first.token))?.authenticated === true ? undefined : true),
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    // client-node's in-cluster config (FileAuth) reads the file again once 60 s have passed
+    // since it last did; the minter replaces it two minutes before the old token expires.
+    const failures: string[] = [];
+    await eventually(
+      'the running collector to authenticate with the new token',
+      async () => {
+        const answer = await list();
+        if (answer.error !== undefined) failures.push(answer.error.message);
+        return answer.error === undefined || undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 1_000 },
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}; last answers: ${failures.slice(-2).join(' | ')}`);
+    });
+    const tookMs = Date.now() - replacedAt;
+    expect(tookMs).toBeLessThan(75_000);
+    expect((await review(second.token))?.authenticated).toBe(true);
+    await core.deleteNamespacedSecret({ name: 'rotation-b', namespace: namespace() });
+    await rm(prefix, { recursive: true, force: true });
   });
 
   // Last: it deletes the Pod the tokens above are bound to.

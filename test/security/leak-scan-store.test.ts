@@ -16,7 +16,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
 import { createWebUi } from '../../demo-gateway/web-ui.js';
@@ -27,7 +26,7 @@ import {
   loadKubeConfig,
   type TestNamespace,
 } from '../helpers/kube.js';
-import { TLS_FIXTURES } from '../helpers/gateway-harness.js';
+import { captureLogs, TLS_FIXTURES } from '../helpers/gateway-harness.js';
 
 const execFileAsync = promisify(execFile);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -151,9 +150,11 @@ describe('secret-leak scan through state, query and the demo gateway store', () 
     const namespace = ns?.name ?? '';
     const dir = await mkdtemp(join(workdir, `${profile}-`));
     const databasePath = join(dir, 'gateway.sqlite');
+    // The demo gateway's own log is scanned too, at its most verbose.
+    const gatewayLog = captureLogs('trace');
     const gateway = new DemoGateway(
       { acceptToken: CANARY_TENANT, databasePath },
-      { logger: pino({ level: 'silent' }) },
+      { logger: gatewayLog.logger },
     );
     const port = await gateway.listen('127.0.0.1', 0, {
       cert: TLS_FIXTURES.cert,
@@ -300,6 +301,7 @@ describe('secret-leak scan through state, query and the demo gateway store', () 
       paths = { state: stateAdvertised, query: queryAnswered };
       return {
         collectorLog: output,
+        gatewayLog: gatewayLog.raw.join(''),
         metrics,
         readyz,
         configCheck: `${check.stdout}${check.stderr}`,
@@ -328,6 +330,7 @@ describe('secret-leak scan through state, query and the demo gateway store', () 
     // The scan scanned something: the process logged at trace, and where the Secret's paths
     // exist, the answer and the store hold the Secret (its name), not its value.
     expect(outputs['collectorLog']).toContain('collector started');
+    expect(outputs['gatewayLog']).toContain('"level":');
     if (paths.query) expect(outputs['queryAnswer']).toContain(SECRET_NAME);
     expect(findings(outputs, canaries())).toEqual([]);
   });
