@@ -13,10 +13,11 @@ import { AgentError, ConfigError, getErrorMessage } from '../shared/errors.js';
 import { startServices } from '../shared/lifecycle/service.js';
 import { createLogger } from '../shared/logging/create-logger.js';
 import { AGENT_VERSION } from '../shared/version.js';
-import { Gate } from '../proto/index.js';
 import { resolveAgentId } from './agent-id.js';
-import { askExecutorWriteFeatures } from './executor-client/executor-features.js';
-import { createExecutorClient } from './executor-client/executor-client.js';
+import {
+  askExecutorConsoleFeatures,
+  askExecutorWriteFeatures,
+} from './executor-client/executor-features.js';
 import { createCollector, describeKubeError, readClusterId } from './collector.js';
 
 const DEFAULT_CONFIG_PATH = '/config/config.yaml';
@@ -81,33 +82,6 @@ async function clusterIdWithRetry(
   }
 }
 
-/**
- * Consoles are relayed only when the executor says exec.pod or exec.node is on (its own config
- * decides; the collector advertises pod_consoles / node_consoles to the gateway only then).
- */
-async function consoleRelayTarget(
-  logger: Logger,
-): Promise<{ executorSocket: string; podConsoles: boolean; nodeConsoles: boolean } | undefined> {
-  const socket = process.env['KUBEXA_EXECUTOR_SOCKET'];
-  if (socket === undefined || socket === '') return undefined;
-  const client = createExecutorClient(socket);
-  try {
-    const answer = await client.getCapabilities(randomUUID(), AbortSignal.timeout(5000));
-    const podConsoles = answer.enabledGates.includes(Gate.GATE_POD_EXEC);
-    const nodeConsoles = answer.enabledGates.includes(Gate.GATE_NODE_SHELL);
-    if (!podConsoles && !nodeConsoles) return undefined;
-    return { executorSocket: socket, podConsoles, nodeConsoles };
-  } catch (err: unknown) {
-    logger.warn(
-      { reason: getErrorMessage(err) },
-      'the executor did not answer at start: pod consoles are not advertised',
-    );
-    return undefined;
-  } finally {
-    client.close();
-  }
-}
-
 async function main(): Promise<void> {
   const { values: args } = parseArgs({
     options: { config: { type: 'string', default: DEFAULT_CONFIG_PATH } },
@@ -153,12 +127,14 @@ async function main(): Promise<void> {
     'collector starting',
   );
 
-  const consoles = await consoleRelayTarget(logger);
   const executorSocket = process.env['KUBEXA_EXECUTOR_SOCKET'];
-  const writeFeatures =
-    executorSocket === undefined || executorSocket === ''
-      ? undefined
-      : await askExecutorWriteFeatures(executorSocket, logger);
+  const hasExecutor = executorSocket !== undefined && executorSocket !== '';
+  const consoles = hasExecutor
+    ? await askExecutorConsoleFeatures(executorSocket, logger)
+    : undefined;
+  const writeFeatures = hasExecutor
+    ? await askExecutorWriteFeatures(executorSocket, logger)
+    : undefined;
   const collector = createCollector(
     config,
     { clusterId, agentId: agent.agentId },

@@ -74,11 +74,15 @@ export class DemoGateway {
     this.store = new MessageStore(options.databasePath);
     this.consoles = new ConsoleHub(this.commandSigner, (sessionId, payload) => {
       const connection = this.#connections.get(sessionId);
-      // An agent that did not advertise pod_consoles is never sent console requests.
-      if (connection?.podConsoles === true || connection?.nodeConsoles === true) {
-        return connection.send(payload);
-      }
-      return false;
+      // An agent is sent a pod console open only if it advertised pod_consoles, a node console
+      // open only with node_consoles, and a re-attach only with either.
+      const advertised =
+        payload.$case === 'consoleOpen'
+          ? payload.value.node === ''
+            ? connection?.podConsoles
+            : connection?.nodeConsoles
+          : connection?.podConsoles === true || connection?.nodeConsoles === true;
+      return advertised === true && connection?.send(payload) === true;
     });
     this.events.on('message', (message) => {
       if (message.payload?.$case === 'auditRecord')

@@ -204,7 +204,7 @@ export function createPodConsoles(deps: {
     if (!deps.sessions.reserve()) {
       return refused(
         RefusalCode.REFUSAL_CODE_LIMIT_REACHED,
-        `exec.pod.max_sessions (${deps.config.max_sessions}) sessions are running`,
+        `exec.pod.max_sessions (${deps.config.max_sessions}) sessions (pod and node consoles together) are running`,
         principal,
         rule,
       );

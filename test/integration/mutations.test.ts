@@ -1,8 +1,8 @@
 // Generic mutations through the executor against the real API server: each verb allowed by a
 // mutate.rules entry (create, update, patch in its four kinds, scale, delete with a propagation
-// policy), each refused outside the rules, the API server's own 403 when the executor's
-// ServiceAccount lacks rbac.write, a dry run, and the guard's refusals, all sent straight to the
-// executor's socket as a compromised collector would.
+// policy), each refused outside the rules (update included), the API server's own 403 when the
+// executor's ServiceAccount lacks rbac.write, a dry run, and the guard's refusals, all sent
+// straight to the executor's socket as a compromised collector would.
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { PatchType, RefusalCode } from '../../proto/index.js';
@@ -195,6 +195,8 @@ describe('mutation refusals, straight to the socket', () => {
       namespace: ns.name,
       body: { metadata: { name: 'keep-me' }, data: { k: 'v' } },
     });
+    const webGeneration = (await apps.readNamespacedDeployment({ name: 'web', namespace: ns.name }))
+      .metadata?.generation;
     const outside = [
       // another name
       executor.mutation({
@@ -203,6 +205,30 @@ describe('mutation refusals, straight to the socket', () => {
         name: 'keep-me',
         patchType: PatchType.PATCH_TYPE_MERGE,
         body: json({ data: { k: 'x' } }),
+      }),
+      // an update of another name
+      executor.mutation({
+        verb: 'update',
+        namespace: ns.name,
+        name: 'keep-me',
+        body: configMap('keep-me', { k: 'updated' }),
+      }),
+      // an update in another namespace
+      executor.mutation({
+        verb: 'update',
+        namespace: other.name,
+        name: 'app-elsewhere',
+        body: configMap('app-elsewhere', { a: 'updated' }),
+      }),
+      // an update where the rule lists only scale
+      executor.mutation({
+        verb: 'update',
+        group: 'apps',
+        version: 'v1',
+        resource: 'deployments',
+        namespace: ns.name,
+        name: 'web',
+        body: json({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' } }),
       }),
       // another namespace
       executor.mutation({ verb: 'delete', namespace: other.name, name: 'app-elsewhere' }),
@@ -243,6 +269,10 @@ describe('mutation refusals, straight to the socket', () => {
       expect(answer.httpStatus).toBe(0);
     }
     expect(await readData('keep-me')).toEqual({ k: 'v' });
+    expect(
+      (await apps.readNamespacedDeployment({ name: 'web', namespace: ns.name })).metadata
+        ?.generation,
+    ).toBe(webGeneration);
     expect(
       (await core.readNamespacedConfigMap({ name: 'app-elsewhere', namespace: other.name })).data,
     ).toEqual({ a: '1' });

@@ -214,13 +214,13 @@ afterAll(async () => {
   await ns.delete();
 });
 
-const DRAIN_CONFIG = (nodes: string) => `
+const DRAIN_CONFIG = (nodes: string, maxTimeoutSec = 120) => `
 mutate:
   node:
     enabled: true
     nodes: [${nodes}]
     verbs: [cordon, uncordon, drain]
-    max_timeout_sec: 120
+    max_timeout_sec: ${String(maxTimeoutSec)}
 `;
 
 describe('drain, compared with kubectl drain on an identical node', () => {
@@ -504,6 +504,74 @@ describe('drain: budgets that unblock, cancel, one job at a time, dry run, termi
     const cordon = await executor.runJob(executor.nodeJob(node, 'cordon', { dryRun: true }));
     expect(cordon.result.outcome).toBe(NodeJobOutcome.NODE_JOB_OUTCOME_SUCCEEDED);
     expect(await versions()).toEqual(before);
+  });
+
+  it('evicts with the requested grace period: the API server records it on the pod', async () => {
+    // A node without a kubelet: the evicted pod stays terminating, showing the grace period its
+    // eviction carried (kubectl's --grace-period), not the pod's own (1 s in podSpec).
+    const node = await makeNode('s-grace', false);
+    const name = `graceful-${node.slice(-8)}`;
+    await barePod(name, node, 'bare');
+    let recorded: number | undefined;
+    let read: Promise<void> | undefined;
+    const run = await executor.runJob(
+      executor.nodeJob(node, 'drain', {
+        drain: {
+          force: true,
+          deleteEmptydirData: false,
+          gracePeriodSeconds: 17,
+          timeoutSeconds: 60,
+          podSelector: '',
+        },
+      }),
+      (pod) => {
+        if (pod.phase !== PodPhase.POD_PHASE_EVICTED || read !== undefined) return;
+        read = core.readNamespacedPod({ name, namespace: ns.name }).then(async (evicted) => {
+          recorded = evicted.metadata?.deletionGracePeriodSeconds;
+          // Then gone, as a kubelet would make it, so the drain can finish.
+          await core.deleteNamespacedPod({ name, namespace: ns.name, gracePeriodSeconds: 0 });
+        });
+      },
+    );
+    await read;
+    expect(recorded).toBe(17);
+    expect(run.pods.map((p) => p.phase)).toEqual([
+      PodPhase.POD_PHASE_EVICTING,
+      PodPhase.POD_PHASE_EVICTED,
+      PodPhase.POD_PHASE_DELETED,
+    ]);
+    expect(run.result.outcome).toBe(NodeJobOutcome.NODE_JOB_OUTCOME_SUCCEEDED);
+  });
+
+  it('caps a timeout above mutate.node.max_timeout_sec at that maximum, and times out there', async () => {
+    const capped = await startTestExecutor({
+      kc: executorKc,
+      configYaml: DRAIN_CONFIG(`"${prefix}*"`, 30),
+    });
+    try {
+      const node = await makeNode('s-cap');
+      const app = `capped-${node.slice(-8)}`;
+      await guardedDeployment(app, node);
+      await settled(node, 1);
+      await pdbBlocks(`${app}-pdb`);
+      const request = capped.nodeJob(node, 'drain', {
+        drain: { force: false, deleteEmptydirData: false, timeoutSeconds: 3600, podSelector: '' },
+      });
+      // An uncapped drain would wait on the PDB for an hour: cancelled well past the cap.
+      const backstop = setTimeout(() => void capped.cancelJob(request.requestId), 60_000);
+      const startedAt = Date.now();
+      const run = await capped.runJob(request).finally(() => {
+        clearTimeout(backstop);
+      });
+      const elapsedMs = Date.now() - startedAt;
+      expect(run.started?.timeoutSeconds).toBe(30);
+      expect(run.result.outcome).toBe(NodeJobOutcome.NODE_JOB_OUTCOME_TIMED_OUT);
+      expect(elapsedMs).toBeGreaterThanOrEqual(29_000);
+      expect(elapsedMs).toBeLessThan(50_000);
+      expect(run.result.pending).toEqual([`${ns.name}/${run.pods[0]?.name ?? ''}`]);
+    } finally {
+      await capped.close();
+    }
   });
 
   it('waits for a pod that is already terminating instead of evicting it again', async () => {
