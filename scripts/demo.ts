@@ -29,7 +29,12 @@ import {
 } from '../test/cluster/cluster.js';
 import { pinLocalImage } from '../test/node/helper-image.js';
 import { startDemoExecutor, type DemoNodeConsole } from './demo-executor.js';
-import { startRealNodePod, TOOLBOX } from './demo-real-node-pod.js';
+import {
+  CRASHLOOP,
+  CRASHLOOP_EXIT_CODE,
+  startRealNodePods,
+  TOOLBOX,
+} from './demo-real-node-pod.js';
 import { startDemoMetrics } from './demo-metrics.js';
 import { SAMPLE_APPS, startSampleWorkload, type SampleWorkload } from './demo-workload.js';
 
@@ -165,7 +170,10 @@ async function localCluster(): Promise<string> {
     if (!message.includes('the real node cannot start on this machine')) throw err;
     // Said loudly, not skipped silently: consoles need the real node; the rest of the demo not.
     say(`WITHOUT the real node: ${message}`);
-    say('  the Consoles view will show every pod as simulated (kwok): no console can open.');
+    say('  the Consoles view will show every pod as simulated (kwok): no console can open;');
+    say(
+      `  no ${CRASHLOOP.namespace}/${CRASHLOOP.name} either: the Events view shows no CrashLoopBackOff (kwok pods never crash).`,
+    );
     cluster = await startCluster({ ...options, realNode: false });
   }
   say(
@@ -308,6 +316,19 @@ async function main(): Promise<void> {
 
   const workdir = await mkdtemp(join(tmpdir(), 'kubexa-demo-'));
   cleanups.push({ what: 'demo files', run: () => rm(workdir, { recursive: true, force: true }) });
+  // Everything below needs only the cluster and the gateway, so it starts at once and together
+  // (on two busy cores each process's start is mostly waiting for CPU): the executor process,
+  // the metrics sources, the sample workload and the real node's pods. The collector needs the
+  // executor's socket (it asks it at start whether to advertise consoles) and the config.
+  const executor = await startExecutor(cluster, workdir, gateway);
+  // The sample workload is created while the executor and the collector start (its pods take a
+  // few seconds to run): the collector finds them through its watch.
+  const workloadStarted = cluster.local ? startWorkload(cluster, workdir) : undefined;
+  workloadStarted?.catch(() => undefined);
+  const realNodePods = localRealNode
+    ? startRealNodePods(loadKube(cluster.kubeconfigPath))
+    : undefined;
+  realNodePods?.catch(() => undefined);
   const ports: CollectorPorts = {
     grpc: grpcPort,
     health: await freePort(),
@@ -315,42 +336,10 @@ async function main(): Promise<void> {
   };
   // Metrics on, with a sample Prometheus endpoint and a pprof target: the Metrics view fills at once.
   const demoMetrics = await startMetricsSources(cluster);
-  // The sample workload is created while the executor and the collector start (its pods take a
-  // few seconds to run): the collector finds them through its watch.
-  const workloadStarted = cluster.local ? startWorkload(cluster, workdir) : undefined;
-  workloadStarted?.catch(() => undefined);
   const configPath = join(workdir, 'config.yaml');
   await writeFile(
     configPath,
     collectorConfig(ports, join(workdir, 'data'), demoMetrics.configLines),
-  );
-  // The executor first: the collector asks it at start whether to advertise pod consoles.
-  const executor = await startDemoExecutor({
-    root,
-    workdir,
-    kubeconfigPath: cluster.kubeconfigPath,
-    commandKey: {
-      id: gateway.commandSigner.keyId,
-      publicKeyPem: gateway.commandSigner.publicKeyPem,
-    },
-    // The Nodes view's cordon, uncordon and drain: the local cluster's kwok nodes only.
-    nodeJobs: cluster.local,
-    ...(localNodeConsole === undefined ? {} : { nodeConsole: localNodeConsole }),
-  });
-  cleanups.push({
-    what: 'executor',
-    run: async () => {
-      if (executor.child.exitCode !== null || executor.child.signalCode !== null) return;
-      const gone = once(executor.child, 'exit');
-      executor.child.kill('SIGTERM');
-      await gone;
-    },
-  });
-  executor.child.stdout?.on('data', (chunk: Buffer) => {
-    for (const line of chunk.toString().split('\n')) if (line.trim()) say(`executor | ${line}`);
-  });
-  executor.child.stderr?.on('data', (chunk: Buffer) =>
-    process.stderr.write(`executor ! ${chunk.toString()}`),
   );
   await waitForSocket(executor.socketPath);
   say(`executor listening at ${since()}`);
@@ -380,7 +369,7 @@ async function main(): Promise<void> {
     },
   });
   relayLogs(collector);
-  if (workloadStarted) await sampleWorkloadUp(workloadStarted, cluster);
+  if (workloadStarted) await sampleWorkloadUp(workloadStarted, realNodePods);
 
   printBanner({ url, grpcPort, ports, configPath, cluster });
 
@@ -396,6 +385,72 @@ async function main(): Promise<void> {
   const [code, signal] = await exited;
   if (!stopping) throw new Error(`the collector exited (${signal ?? `code ${String(code)}`})`);
 }
+
+/** The executor process, started at once; its socket is waited for before the collector starts. */
+async function startExecutor(
+  cluster: Cluster,
+  workdir: string,
+  gateway: DemoGateway,
+): Promise<Awaited<ReturnType<typeof startDemoExecutor>>> {
+  const executor = await startDemoExecutor({
+    root,
+    workdir,
+    kubeconfigPath: cluster.kubeconfigPath,
+    commandKey: {
+      id: gateway.commandSigner.keyId,
+      publicKeyPem: gateway.commandSigner.publicKeyPem,
+    },
+    // The Nodes view's cordon, uncordon and drain: the local cluster's kwok nodes only.
+    nodeJobs: cluster.local,
+    ...(localNodeConsole === undefined ? {} : { nodeConsole: localNodeConsole }),
+  });
+  cleanups.push({
+    what: 'executor',
+    run: async () => {
+      if (executor.child.exitCode !== null || executor.child.signalCode !== null) return;
+      const gone = once(executor.child, 'exit');
+      executor.child.kill('SIGTERM');
+      await gone;
+    },
+  });
+  executor.child.stdout?.on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n')) if (line.trim()) say(`executor | ${line}`);
+  });
+  executor.child.stderr?.on('data', (chunk: Buffer) =>
+    process.stderr.write(`executor ! ${chunk.toString()}`),
+  );
+  return executor;
+}
+
+/** Which view each payload kind fills, for the "first data" milestones. */
+const VIEW_OF_PAYLOAD: Readonly<Record<string, string>> = {
+  logs: 'Logs',
+  state: 'State',
+  kubeEvent: 'Events',
+  podLifecycle: 'Events',
+  kubeMetrics: 'Metrics',
+  prometheusMetrics: 'Metrics',
+  catalog: 'Query',
+};
+
+/** Prints when each view first has data, from the demo's start and from the banner. */
+function watchFirstData(gateway: DemoGateway): void {
+  const pending = new Set(Object.values(VIEW_OF_PAYLOAD));
+  const onMessage = (message: { payload?: { $case: string } | undefined }): void => {
+    const view = VIEW_OF_PAYLOAD[message.payload?.$case ?? ''];
+    if (view === undefined || !pending.delete(view)) return;
+    const afterBanner =
+      bannerAt === undefined
+        ? 'before the banner'
+        : `${((performance.now() - bannerAt) / 1000).toFixed(1)} s after the banner`;
+    say(
+      `first data for the ${view} view at ${since()} (${afterBanner}, ${message.payload?.$case ?? ''})`,
+    );
+    if (pending.size === 0) gateway.events.off('message', onMessage);
+  };
+  gateway.events.on('message', onMessage);
+}
+let bannerAt: number | undefined;
 
 /** The demo gateway and its web UI, listening; stopped by the cleanups. */
 async function startGateway(
@@ -417,12 +472,7 @@ async function startGateway(
   // kwok's nodes only simulate pods: the Consoles view explains instead of failing on them.
   if (cluster.local) gateway.consoles.markSimulatedNodes(TEST_NODE_NAMES);
   const grpcPort = await gateway.listen(HOST, Number(grpcPortArg));
-  const onFirstLogs = (message: { payload?: { $case: string } | undefined }): void => {
-    if (message.payload?.$case !== 'logs') return;
-    gateway.events.off('message', onFirstLogs);
-    say(`first log lines at the demo gateway at ${since()}: the Logs view has data`);
-  };
-  gateway.events.on('message', onFirstLogs);
+  watchFirstData(gateway);
   const ui = createWebUi(gateway);
   let url: string;
   try {
@@ -456,10 +506,10 @@ async function startMetricsSources(
   return demoMetrics;
 }
 
-/** Waits for the sample workload, registers its cleanup, and starts the real node's console pod. */
+/** Waits for the sample workload (registering its cleanup) and the real node's pods. */
 async function sampleWorkloadUp(
   workloadStarted: Promise<SampleWorkload>,
-  cluster: Cluster,
+  realNodePods: Promise<void> | undefined,
 ): Promise<void> {
   const workload = await workloadStarted;
   cleanups.push({
@@ -472,10 +522,10 @@ async function sampleWorkloadUp(
   say(
     `sample workload (at ${since()}): ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
   );
-  if (localRealNode) {
-    await startRealNodePod(loadKube(cluster.kubeconfigPath));
+  if (realNodePods !== undefined) {
+    await realNodePods;
     say(
-      `console target: ${TOOLBOX.namespace}/${TOOLBOX.name} (busybox on the real node; Consoles view)`,
+      `on the real node: ${TOOLBOX.namespace}/${TOOLBOX.name} (busybox, the Consoles view's target) and ${CRASHLOOP.namespace}/${CRASHLOOP.name} (exits ${String(CRASHLOOP_EXIT_CODE)} after a few lines: CrashLoopBackOff in the Events view, its lines in Logs)`,
     );
   }
 }
@@ -492,6 +542,8 @@ function printBanner(info: {
   cluster: Cluster;
 }): void {
   const { cluster, ports } = info;
+  bannerAt = performance.now();
+  say(`banner at ${since()}`);
   const rule = '─'.repeat(78);
   say('');
   say(rule);
