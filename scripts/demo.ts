@@ -235,7 +235,11 @@ function collectorConfig(
     'query:',
     '  rules:',
     '    - {id: demo-nodes-view, resources: [nodes, pods, services, secrets, deployments]}',
-    ...(collect.length > 0 ? ['collect:', ...collect] : []),
+    'collect:',
+    // Said, not left to the default: the Events view's pod lifecycle and Kubernetes events (the
+    // demo gateway accepts both kinds in its handshake, startGateway).
+    '  events: { enabled: true, pod_lifecycle: true, kubernetes_events: true }',
+    ...collect,
     '',
   ].join('\n');
 }
