@@ -226,6 +226,8 @@ function collectorConfig(
     '  reconnect_max_delay: 5s',
     'buffer:',
     `  spill_dir: ${JSON.stringify(spillDir)}`,
+    // Batches leave within a quarter second (the default is 1 s): the views fill sooner.
+    '  flush_interval: 250ms',
     'observability:',
     `  health_addr: "${HOST}:${ports.health}"`,
     `  metrics_addr: "${HOST}:${ports.metrics}"`,
