@@ -32,6 +32,8 @@ export async function startDemoExecutor(options: {
    */
   readonly nodeJobs?: boolean;
   readonly nodeConsole?: DemoNodeConsole;
+  /** How node starts the executor (the demo's bundle); default: its sources through tsx. */
+  readonly nodeArgs?: readonly string[];
 }): Promise<DemoExecutor> {
   const node = options.nodeConsole;
   const socketPath = join(options.workdir, 'executor', 'executor.sock');
@@ -79,7 +81,10 @@ export async function startDemoExecutor(options: {
   );
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', join(options.root, 'executor', 'main.ts'), `--config=${configPath}`],
+    [
+      ...(options.nodeArgs ?? ['--import', 'tsx', join(options.root, 'executor', 'main.ts')]),
+      `--config=${configPath}`,
+    ],
     {
       cwd: options.root,
       env: {

@@ -194,7 +194,10 @@ export async function startDemoMetrics(options: {
     describe: `Prometheus ${prometheus.url}${pprof === undefined ? '' : `, pprof ${pprof.baseUrl}`}`,
     async stop() {
       stopUsage();
-      if (pprof?.child.exitCode === null) {
+      // Not when it has exited already, by a signal included (Ctrl-C or `timeout` signal the
+      // whole process group): its 'exit' would never come again and the demo's cleanup hung
+      // there, leaving the local cluster running.
+      if (pprof?.child.exitCode === null && pprof.child.signalCode === null) {
         const gone = once(pprof.child, 'exit');
         pprof.child.kill('SIGTERM');
         await gone;

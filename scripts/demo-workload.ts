@@ -62,7 +62,7 @@ function apiLine(n: number): string {
   });
 }
 
-const TRACEBACK = [
+export const TRACEBACK: readonly string[] = [
   'ERROR settlement batch failed',
   'Traceback (most recent call last):',
   '  File "/app/ledger/settle.py", line 88, in settle_batch',
@@ -73,7 +73,7 @@ const TRACEBACK = [
 ];
 
 function ledgerLines(n: number): string[] {
-  if (n > 0 && n % TRACE_EVERY === 0) return TRACEBACK;
+  if (n > 0 && n % TRACE_EVERY === 0) return [...TRACEBACK];
   if (n % 4 !== 0) return [];
   const batch = 2200 + Math.floor(n / 4);
   return [
@@ -125,49 +125,60 @@ export async function startSampleWorkload(kc: KubeConfig, dir: string): Promise<
   const apps = kc.makeApiClient(AppsV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const namespaces = [...new Set(SAMPLE_APPS.map((a) => a.namespace))];
-  for (const name of namespaces) {
-    await core.createNamespace({ body: { metadata: { name, labels: { [DEMO_LABEL]: 'true' } } } });
-  }
+  // The API calls go out together (each app's in order): on a loaded machine every round trip
+  // to the API server is slow, and the collector waits for these pods.
+  await Promise.all(
+    namespaces.map((name) =>
+      core.createNamespace({ body: { metadata: { name, labels: { [DEMO_LABEL]: 'true' } } } }),
+    ),
+  );
   const files = new Map<SampleApp, string>();
-  for (const app of SAMPLE_APPS) {
-    const file = join(dir, `${app.namespace}-${app.name}.log`);
-    await writeFile(file, '');
-    files.set(app, file);
-    await custom.createClusterCustomObject({
-      group: 'kwok.x-k8s.io',
-      version: 'v1alpha1',
-      plural: 'clusterlogs',
-      body: {
-        apiVersion: 'kwok.x-k8s.io/v1alpha1',
-        kind: 'ClusterLogs',
-        metadata: { name: `demo-${app.namespace}-${app.name}`, labels: { [DEMO_LABEL]: 'true' } },
-        spec: {
-          selector: { matchNamespaces: [app.namespace] },
-          logs: [{ containers: [app.container], logsFile: file, follow: true }],
+  await Promise.all(
+    SAMPLE_APPS.map(async (app) => {
+      const file = join(dir, `${app.namespace}-${app.name}.log`);
+      await writeFile(file, '');
+      files.set(app, file);
+      await custom.createClusterCustomObject({
+        group: 'kwok.x-k8s.io',
+        version: 'v1alpha1',
+        plural: 'clusterlogs',
+        body: {
+          apiVersion: 'kwok.x-k8s.io/v1alpha1',
+          kind: 'ClusterLogs',
+          metadata: {
+            name: `demo-${app.namespace}-${app.name}`,
+            labels: { [DEMO_LABEL]: 'true' },
+          },
+          spec: {
+            selector: { matchNamespaces: [app.namespace] },
+            logs: [{ containers: [app.container], logsFile: file, follow: true }],
+          },
         },
-      },
-    });
-    const labels = { app: app.name, [DEMO_LABEL]: 'true' };
-    await apps.createNamespacedDeployment({
-      namespace: app.namespace,
-      body: {
-        metadata: { name: app.name, labels },
-        spec: {
-          replicas: app.replicas,
-          selector: { matchLabels: { app: app.name } },
-          template: {
-            metadata: { labels },
-            spec: {
-              containers: [{ name: app.container, image: `registry.invalid/demo/${app.name}:1.0` }],
-              tolerations: [
-                { key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' },
-              ],
+      });
+      const labels = { app: app.name, [DEMO_LABEL]: 'true' };
+      await apps.createNamespacedDeployment({
+        namespace: app.namespace,
+        body: {
+          metadata: { name: app.name, labels },
+          spec: {
+            replicas: app.replicas,
+            selector: { matchLabels: { app: app.name } },
+            template: {
+              metadata: { labels },
+              spec: {
+                containers: [
+                  { name: app.container, image: `registry.invalid/demo/${app.name}:1.0` },
+                ],
+                tolerations: [
+                  { key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' },
+                ],
+              },
             },
           },
         },
-      },
-    });
-  }
+      });
+    }),
+  );
   let tick = 0;
   let writing = Promise.resolve();
   const timer = setInterval(() => {

@@ -28,8 +28,14 @@ import {
   type ClusterOptions,
 } from '../test/cluster/cluster.js';
 import { pinLocalImage } from '../test/node/helper-image.js';
+import { ensureDemoBundle } from './demo-bundle.js';
 import { startDemoExecutor, type DemoNodeConsole } from './demo-executor.js';
-import { startRealNodePod, TOOLBOX } from './demo-real-node-pod.js';
+import {
+  CRASHLOOP,
+  CRASHLOOP_EXIT_CODE,
+  startRealNodePods,
+  TOOLBOX,
+} from './demo-real-node-pod.js';
 import { startDemoMetrics } from './demo-metrics.js';
 import { SAMPLE_APPS, startSampleWorkload, type SampleWorkload } from './demo-workload.js';
 
@@ -165,7 +171,10 @@ async function localCluster(): Promise<string> {
     if (!message.includes('the real node cannot start on this machine')) throw err;
     // Said loudly, not skipped silently: consoles need the real node; the rest of the demo not.
     say(`WITHOUT the real node: ${message}`);
-    say('  the Consoles view will show every pod as simulated (kwok): no console can open.');
+    say('  the Consoles view will show every pod as simulated (kwok): no console can open;');
+    say(
+      `  no ${CRASHLOOP.namespace}/${CRASHLOOP.name} either: the Events view shows no CrashLoopBackOff (kwok pods never crash).`,
+    );
     cluster = await startCluster({ ...options, realNode: false });
   }
   say(
@@ -218,6 +227,8 @@ function collectorConfig(
     '  reconnect_max_delay: 5s',
     'buffer:',
     `  spill_dir: ${JSON.stringify(spillDir)}`,
+    // Batches leave within a quarter second (the default is 1 s): the views fill sooner.
+    '  flush_interval: 250ms',
     'observability:',
     `  health_addr: "${HOST}:${ports.health}"`,
     `  metrics_addr: "${HOST}:${ports.metrics}"`,
@@ -227,7 +238,11 @@ function collectorConfig(
     'query:',
     '  rules:',
     '    - {id: demo-nodes-view, resources: [nodes, pods, services, secrets, deployments]}',
-    ...(collect.length > 0 ? ['collect:', ...collect] : []),
+    'collect:',
+    // Said, not left to the default: the Events view's pod lifecycle and Kubernetes events (the
+    // demo gateway accepts both kinds in its handshake, startGateway).
+    '  events: { enabled: true, pod_lifecycle: true, kubernetes_events: true }',
+    ...collect,
     '',
   ].join('\n');
 }
@@ -290,6 +305,10 @@ async function main(): Promise<void> {
     say(USAGE);
     return;
   }
+  // The collector's and executor's bundle, the web UI's first build and the cluster's start
+  // overlap: none needs another.
+  const bundled = processArgs();
+  bundled.catch(() => undefined);
   // The web UI's first build and the cluster's start overlap: neither needs the other.
   const uiBuilt = ensureUiBuilt().then((built) => {
     if (built) say(`built the web UI (dist/demo-ui) at ${since()}`);
@@ -308,6 +327,20 @@ async function main(): Promise<void> {
 
   const workdir = await mkdtemp(join(tmpdir(), 'kubexa-demo-'));
   cleanups.push({ what: 'demo files', run: () => rm(workdir, { recursive: true, force: true }) });
+  // Everything below needs only the cluster and the gateway, so it starts at once and together
+  // (on two busy cores each process's start is mostly waiting for CPU): the executor process,
+  // the metrics sources, the sample workload and the real node's pods. The collector needs the
+  // executor's socket (it asks it at start whether to advertise consoles) and the config.
+  const nodeArgs = await bundled;
+  const executor = await startExecutor(cluster, workdir, gateway, nodeArgs.executor);
+  // The sample workload is created while the executor and the collector start (its pods take a
+  // few seconds to run): the collector finds them through its watch.
+  const workloadStarted = cluster.local ? startWorkload(cluster, workdir) : undefined;
+  workloadStarted?.catch(() => undefined);
+  const realNodePods = localRealNode
+    ? startRealNodePods(loadKube(cluster.kubeconfigPath))
+    : undefined;
+  realNodePods?.catch(() => undefined);
   const ports: CollectorPorts = {
     grpc: grpcPort,
     health: await freePort(),
@@ -315,18 +348,83 @@ async function main(): Promise<void> {
   };
   // Metrics on, with a sample Prometheus endpoint and a pprof target: the Metrics view fills at once.
   const demoMetrics = await startMetricsSources(cluster);
-  // The sample workload is created while the executor and the collector start (its pods take a
-  // few seconds to run): the collector finds them through its watch.
-  const workloadStarted = cluster.local ? startWorkload(cluster, workdir) : undefined;
-  workloadStarted?.catch(() => undefined);
   const configPath = join(workdir, 'config.yaml');
   await writeFile(
     configPath,
     collectorConfig(ports, join(workdir, 'data'), demoMetrics.configLines),
   );
-  // The executor first: the collector asks it at start whether to advertise pod consoles.
+  await waitForSocket(executor.socketPath);
+  say(`executor listening at ${since()}`);
+  const collector = spawn(process.execPath, [...nodeArgs.collector, `--config=${configPath}`], {
+    cwd: root,
+    env: {
+      ...process.env,
+      KUBECONFIG: cluster.kubeconfigPath,
+      KUBEXA_TENANT_TOKEN: DEMO_TOKEN,
+      KUBEXA_EXECUTOR_SOCKET: executor.socketPath,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = once(collector, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  cleanups.push({
+    what: 'collector',
+    run: async () => {
+      if (collector.exitCode !== null || collector.signalCode !== null) return;
+      collector.kill('SIGTERM');
+      const timer = setTimeout(() => collector.kill('SIGKILL'), COLLECTOR_STOP_MS);
+      await exited;
+      clearTimeout(timer);
+    },
+  });
+  relayLogs(collector);
+  if (workloadStarted) await sampleWorkloadUp(workloadStarted, realNodePods);
+
+  printBanner({ url, grpcPort, ports, configPath, cluster });
+
+  const session = await Promise.race([
+    gateway.waitForSession(),
+    exited.then(([code, signal]) => {
+      throw new Error(
+        `the collector exited (${signal ?? `code ${String(code)}`}) before connecting`,
+      );
+    }),
+  ]);
+  say(`collector connected at ${since()}: cluster ${session.clusterId}, agent ${session.agentId}`);
+  const [code, signal] = await exited;
+  if (!stopping) throw new Error(`the collector exited (${signal ?? `code ${String(code)}`})`);
+}
+
+/**
+ * How node starts the collector and the executor: from their bundle (what the images run; it
+ * loads in a fraction of the time the sources take through tsx), or from the sources when the
+ * bundle cannot be built, said loudly.
+ */
+async function processArgs(): Promise<Record<'collector' | 'executor', string[]>> {
+  try {
+    const bundle = await ensureDemoBundle(root);
+    say(
+      `collector and executor: ${bundle.built ? 'bundled' : 'the current bundle'} in ${bundle.dir} (at ${since()})`,
+    );
+    return { collector: bundle.args('collector'), executor: bundle.args('executor') };
+  } catch (err: unknown) {
+    say(
+      `could not bundle the collector and executor, running their sources through tsx: ${firstLine(err)}`,
+    );
+    const sources = (name: string) => ['--import', 'tsx', join(root, name, 'main.ts')];
+    return { collector: sources('collector'), executor: sources('executor') };
+  }
+}
+
+/** The executor process, started at once; its socket is waited for before the collector starts. */
+async function startExecutor(
+  cluster: Cluster,
+  workdir: string,
+  gateway: DemoGateway,
+  nodeArgs: readonly string[],
+): Promise<Awaited<ReturnType<typeof startDemoExecutor>>> {
   const executor = await startDemoExecutor({
     root,
+    nodeArgs,
     workdir,
     kubeconfigPath: cluster.kubeconfigPath,
     commandKey: {
@@ -352,50 +450,38 @@ async function main(): Promise<void> {
   executor.child.stderr?.on('data', (chunk: Buffer) =>
     process.stderr.write(`executor ! ${chunk.toString()}`),
   );
-  await waitForSocket(executor.socketPath);
-  say(`executor listening at ${since()}`);
-  const collector = spawn(
-    process.execPath,
-    ['--import', 'tsx', join(root, 'collector', 'main.ts'), `--config=${configPath}`],
-    {
-      cwd: root,
-      env: {
-        ...process.env,
-        KUBECONFIG: cluster.kubeconfigPath,
-        KUBEXA_TENANT_TOKEN: DEMO_TOKEN,
-        KUBEXA_EXECUTOR_SOCKET: executor.socketPath,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  const exited = once(collector, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
-  cleanups.push({
-    what: 'collector',
-    run: async () => {
-      if (collector.exitCode !== null || collector.signalCode !== null) return;
-      collector.kill('SIGTERM');
-      const timer = setTimeout(() => collector.kill('SIGKILL'), COLLECTOR_STOP_MS);
-      await exited;
-      clearTimeout(timer);
-    },
-  });
-  relayLogs(collector);
-  if (workloadStarted) await sampleWorkloadUp(workloadStarted, cluster);
-
-  printBanner({ url, grpcPort, ports, configPath, cluster });
-
-  const session = await Promise.race([
-    gateway.waitForSession(),
-    exited.then(([code, signal]) => {
-      throw new Error(
-        `the collector exited (${signal ?? `code ${String(code)}`}) before connecting`,
-      );
-    }),
-  ]);
-  say(`collector connected at ${since()}: cluster ${session.clusterId}, agent ${session.agentId}`);
-  const [code, signal] = await exited;
-  if (!stopping) throw new Error(`the collector exited (${signal ?? `code ${String(code)}`})`);
+  return executor;
 }
+
+/** Which view each payload kind fills, for the "first data" milestones. */
+const VIEW_OF_PAYLOAD: Readonly<Record<string, string>> = {
+  logs: 'Logs',
+  state: 'State',
+  kubeEvent: 'Events',
+  podLifecycle: 'Events',
+  kubeMetrics: 'Metrics',
+  prometheusMetrics: 'Metrics',
+  catalog: 'Query',
+};
+
+/** Prints when each view first has data, from the demo's start and from the banner. */
+function watchFirstData(gateway: DemoGateway): void {
+  const pending = new Set(Object.values(VIEW_OF_PAYLOAD));
+  const onMessage = (message: { payload?: { $case: string } | undefined }): void => {
+    const view = VIEW_OF_PAYLOAD[message.payload?.$case ?? ''];
+    if (view === undefined || !pending.delete(view)) return;
+    const afterBanner =
+      bannerAt === undefined
+        ? 'before the banner'
+        : `${((performance.now() - bannerAt) / 1000).toFixed(1)} s after the banner`;
+    say(
+      `first data for the ${view} view at ${since()} (${afterBanner}, ${message.payload?.$case ?? ''})`,
+    );
+    if (pending.size === 0) gateway.events.off('message', onMessage);
+  };
+  gateway.events.on('message', onMessage);
+}
+let bannerAt: number | undefined;
 
 /** The demo gateway and its web UI, listening; stopped by the cleanups. */
 async function startGateway(
@@ -417,12 +503,7 @@ async function startGateway(
   // kwok's nodes only simulate pods: the Consoles view explains instead of failing on them.
   if (cluster.local) gateway.consoles.markSimulatedNodes(TEST_NODE_NAMES);
   const grpcPort = await gateway.listen(HOST, Number(grpcPortArg));
-  const onFirstLogs = (message: { payload?: { $case: string } | undefined }): void => {
-    if (message.payload?.$case !== 'logs') return;
-    gateway.events.off('message', onFirstLogs);
-    say(`first log lines at the demo gateway at ${since()}: the Logs view has data`);
-  };
-  gateway.events.on('message', onFirstLogs);
+  watchFirstData(gateway);
   const ui = createWebUi(gateway);
   let url: string;
   try {
@@ -456,10 +537,10 @@ async function startMetricsSources(
   return demoMetrics;
 }
 
-/** Waits for the sample workload, registers its cleanup, and starts the real node's console pod. */
+/** Waits for the sample workload (registering its cleanup) and the real node's pods. */
 async function sampleWorkloadUp(
   workloadStarted: Promise<SampleWorkload>,
-  cluster: Cluster,
+  realNodePods: Promise<void> | undefined,
 ): Promise<void> {
   const workload = await workloadStarted;
   cleanups.push({
@@ -472,10 +553,10 @@ async function sampleWorkloadUp(
   say(
     `sample workload (at ${since()}): ${SAMPLE_APPS.map((a) => `${a.namespace}/${a.name}`).join(', ')} (access logs, JSON logs with levels, a stack trace every 20 s)`,
   );
-  if (localRealNode) {
-    await startRealNodePod(loadKube(cluster.kubeconfigPath));
+  if (realNodePods !== undefined) {
+    await realNodePods;
     say(
-      `console target: ${TOOLBOX.namespace}/${TOOLBOX.name} (busybox on the real node; Consoles view)`,
+      `on the real node: ${TOOLBOX.namespace}/${TOOLBOX.name} (busybox, the Consoles view's target) and ${CRASHLOOP.namespace}/${CRASHLOOP.name} (exits ${String(CRASHLOOP_EXIT_CODE)} after a few lines: CrashLoopBackOff in the Events view, its lines in Logs)`,
     );
   }
 }
@@ -492,6 +573,8 @@ function printBanner(info: {
   cluster: Cluster;
 }): void {
   const { cluster, ports } = info;
+  bannerAt = performance.now();
+  say(`banner at ${since()}`);
   const rule = '─'.repeat(78);
   say('');
   say(rule);

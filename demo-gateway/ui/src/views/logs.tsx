@@ -241,13 +241,13 @@ function Followed({ containers, now }: { containers: FollowedContainer[]; now: n
         type="button"
         class="btn btn-plain"
         data-field="followed"
-        title="Containers that sent a line in the last 5 minutes"
+        title="Containers whose lines reached this gateway in the last 5 minutes. A container the collector follows but that wrote nothing since is not listed: the heartbeat does not carry the collector's list."
         onClick={() => {
           setOpen(!open);
         }}
       >
-        {containers.length} container{containers.length === 1 ? '' : 's'} followed{' '}
-        {open ? '▴' : '▾'}
+        {containers.length} container{containers.length === 1 ? '' : 's'} with lines in the last 5
+        min {open ? '▴' : '▾'}
       </button>
       {open && (
         <ul class="followed-list">
