@@ -10,6 +10,7 @@ import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, dirname } from 'node:path';
+import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -77,17 +78,55 @@ export function clusterVersions(): Record<string, string> {
 const nodeDir = (workdir: string) => join(workdir, 'node');
 const networkFile = (workdir: string) => join(workdir, 'node-network.json');
 
-/** Builds (or finds cached) binaries and returns the directory that holds them. */
-export async function buildClusterBinaries(env: NodeJS.ProcessEnv): Promise<string> {
-  const { stdout } = await execFileAsync('bash', [join(clusterDir, 'build.sh')], {
-    env,
-    maxBuffer: 64 * 1024 * 1024,
+/** Where build.sh's progress lines go: the caller's stderr unless a test listens itself. */
+export type BuildProgress = (line: string) => void;
+
+const toStderr: BuildProgress = (line) => {
+  process.stderr.write(`${line}\n`);
+};
+
+/**
+ * Builds (or finds cached) binaries and returns the directory that holds them. build.sh's own
+ * lines (`build.sh: [i/N] part: building (about X min cold ...)`) reach `progress` as they come,
+ * so a cold first build says what it is doing; the compilers' output is kept for a failure's
+ * message only. The warm path ("cached") stays quiet.
+ */
+export function buildClusterBinaries(
+  env: NodeJS.ProcessEnv,
+  progress: BuildProgress = toStderr,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', [join(clusterDir, 'build.sh')], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    const stderrTail: string[] = [];
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    createInterface({ input: child.stderr, crlfDelay: Infinity }).on('line', (line) => {
+      stderrTail.push(line);
+      if (stderrTail.length > 40) stderrTail.shift();
+      if (line.startsWith('build.sh: ') && line !== 'build.sh: test cluster binaries: cached') {
+        progress(line);
+      }
+    });
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      if (code !== 0) {
+        const how = code === null ? `was killed by ${String(signal)}` : `exited ${String(code)}`;
+        reject(new Error(`test/cluster/build.sh ${how}:\n${stderrTail.join('\n')}`));
+        return;
+      }
+      const binDir = stdout.trim().split('\n').at(-1);
+      if (binDir === undefined || !existsSync(join(binDir, '.complete'))) {
+        reject(
+          new Error(`build.sh did not report a complete binary directory (got ${String(binDir)})`),
+        );
+        return;
+      }
+      resolve(binDir);
+    });
   });
-  const binDir = stdout.trim().split('\n').at(-1);
-  if (binDir === undefined || !existsSync(join(binDir, '.complete'))) {
-    throw new Error(`build.sh did not report a complete binary directory (got ${String(binDir)})`);
-  }
-  return binDir;
 }
 
 function kwokEnv(binDir: string, options: ClusterOptions): NodeJS.ProcessEnv {

@@ -28,7 +28,7 @@ import { rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, DiscoveryV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 
 /** The real node's name; kwok's nodes are kwok-node-N. */
@@ -558,6 +558,51 @@ async function waitFor<T>(
   throw new Error(`timed out after ${String(timeoutMs)} ms waiting for ${what}${reason}`);
 }
 
+/** Throws (waiting longer cannot help) when one of the node's processes has exited. */
+function failIfExited(paths: NodeLayout, names: readonly string[]): void {
+  for (const name of names) {
+    const pid = Number.parseInt(readFileSync(join(paths.pids, `${name}.pid`), 'utf8'), 10);
+    if (!alive(pid)) {
+      throw new ProcessExited(`${name} exited:\n${tailOf(join(paths.logs, `${name}.log`), 25)}`);
+    }
+  }
+}
+
+/** A node's conditions on one line each: `Ready=False KubeletNotReady: <message>`. */
+function conditionLines(node: V1Node): string {
+  const conditions = node.status?.conditions ?? [];
+  if (conditions.length === 0) return '  (no conditions reported)';
+  return conditions
+    .map((c) => `  ${c.type}=${c.status} ${c.reason ?? ''}: ${c.message ?? ''}`.trimEnd())
+    .join('\n');
+}
+
+/**
+ * Waits for the node to register and be Ready; `checkAlive` throws when a component has exited. A
+ * timeout names what the node last reported (its conditions), or that it never registered; the
+ * cluster start adds every log tail (componentLogTails, nodeLogTails).
+ */
+export async function waitForNodeReady(
+  core: CoreV1Api,
+  name: string,
+  timeoutMs: number,
+  checkAlive: () => void,
+): Promise<void> {
+  await waitFor(`node ${name} to be Ready`, timeoutMs, async () => {
+    checkAlive();
+    const node = await core.readNode({ name }).catch((err: unknown) => {
+      if ((err as { code?: unknown }).code === 404) {
+        throw new Error(`node ${name} never registered (no Node object)`);
+      }
+      throw err;
+    });
+    const ready = node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    if (ready !== true)
+      throw new Error(`node ${name} is not Ready; its conditions:\n${conditionLines(node)}`);
+    return true;
+  });
+}
+
 /** The API server's port, from the cluster's (loopback) kubeconfig. */
 export function apiServerPort(kubeconfigPath: string): number {
   const kc = new KubeConfig();
@@ -647,6 +692,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RunningNo
       ...args,
     ]);
   await waitFor('containerd to answer', 30_000, () => {
+    failIfExited(paths, ['containerd']);
     ctr('version');
     return true;
   });
@@ -713,17 +759,8 @@ export async function startRealNode(options: RealNodeOptions): Promise<RunningNo
     env,
   });
 
-  const core = kc.makeApiClient(CoreV1Api);
-  await waitFor(`node ${REAL_NODE_NAME} to be Ready`, 120_000, async () => {
-    for (const name of ['relay', 'containerd', 'kubelet', 'kube-proxy']) {
-      const pid = Number.parseInt(readFileSync(join(paths.pids, `${name}.pid`), 'utf8'), 10);
-      if (!alive(pid)) {
-        throw new ProcessExited(`${name} exited:\n${tailOf(join(paths.logs, `${name}.log`), 25)}`);
-      }
-    }
-    const node = await core.readNode({ name: REAL_NODE_NAME });
-    const ready = node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
-    return ready === true ? true : undefined;
+  await waitForNodeReady(kc.makeApiClient(CoreV1Api), REAL_NODE_NAME, 120_000, () => {
+    failIfExited(paths, ['relay', 'containerd', 'kubelet', 'kube-proxy']);
   });
   return {
     name: REAL_NODE_NAME,
