@@ -2,7 +2,8 @@
 // node's containerd, the demo gateway as the peer. One Pod with one container when read-only; two
 // containers, two identities and the Unix socket between them when the executor is on; nothing
 // left of the executor after an upgrade back, nothing of the release after uninstall. Then the
-// same with the single-file manifest and `kubectl apply`. One assertion per claim.
+// same with the single-file manifest and `kubectl apply` (back to read-only with `--prune`, as
+// docs/chart.md says). One assertion per claim.
 import { join } from 'node:path';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,6 +42,25 @@ const SOCKET = '/run/kubexa/executor/executor.sock';
 /** Everything a release can own, namespaced and cluster-wide. */
 const RELEASE_KINDS =
   'deployments,replicasets,pods,services,configmaps,secrets,serviceaccounts,roles,rolebindings,persistentvolumeclaims,clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings';
+
+/**
+ * What `kubectl apply --prune` may delete when the read-only manifest replaces the executor's
+ * (docs/chart.md): every kind the chart renders, except the Namespace.
+ */
+const PRUNE_ALLOWLIST = [
+  'core/v1/ServiceAccount',
+  'core/v1/ConfigMap',
+  'core/v1/Service',
+  'core/v1/Secret',
+  'core/v1/PersistentVolumeClaim',
+  'apps/v1/Deployment',
+  'rbac.authorization.k8s.io/v1/Role',
+  'rbac.authorization.k8s.io/v1/RoleBinding',
+  'rbac.authorization.k8s.io/v1/ClusterRole',
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding',
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy',
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding',
+];
 
 const kubeconfigPath = inject('kubeconfigPath');
 const kc = loadKubeConfig(kubeconfigPath);
@@ -188,6 +208,21 @@ async function streamingSession() {
         gateway
           .sessions()
           .find((s) => s.state === 'connected' && s.clusterId === clusterUid && s.received > 0),
+      ),
+    { timeoutMs: 120_000, intervalMs: 500 },
+  );
+}
+
+/** The demo gateway's connected session from this Pod (its IP), once it has received messages. */
+async function streamingSessionFrom(pod: V1Pod) {
+  const from = `${pod.status?.podIP ?? '(no IP)'}:`;
+  return eventually(
+    `a connected session from ${from} that has delivered messages`,
+    () =>
+      Promise.resolve(
+        gateway
+          .sessions()
+          .find((s) => s.state === 'connected' && s.peer.startsWith(from) && s.received > 0),
       ),
     { timeoutMs: 120_000, intervalMs: 500 },
   );
@@ -407,6 +442,7 @@ describe('the single-file manifest with kubectl apply on the real node', () => {
   const manifestRelease = 'manifest-kubexa-agent';
   let dist: string;
   let namespace: string;
+  let twoContainerPod: V1Pod;
 
   /** scripts/package-chart.sh's dist/kubexa-agent.yaml, rendered with these values. */
   function renderManifest(values: Record<string, unknown>, name: string): string {
@@ -452,7 +488,7 @@ describe('the single-file manifest with kubectl apply on the real node', () => {
     rmSync(dist, { recursive: true, force: true });
   });
 
-  it('kubectl apply of the read-only manifest: one Pod with one container, Ready, streaming', async () => {
+  it('kubectl apply of the read-only manifest: one Pod with one container, Ready', async () => {
     const manifest = renderManifest(baseValues(), 'read-only');
     await kubectl(['apply', '-f', manifest]);
     await kubectl([
@@ -468,14 +504,24 @@ describe('the single-file manifest with kubectl apply on the real node', () => {
     expect(pod.spec?.containers.map((c) => c.name)).toEqual(['collector']);
   });
 
-  it('kubectl apply of the manifest with the executor on: two containers, each its own identity', async () => {
+  it('the read-only collector streams to the demo gateway, which shows the session from its Pod', async () => {
+    const pod = await readyPod(namespace, manifestRelease, 1);
+    const session = await streamingSessionFrom(pod);
+    expect(session.clusterId).toBe(clusterUid);
+  });
+
+  it('kubectl apply of the manifest with the executor on: two containers, Ready', async () => {
     await kubectl(['apply', '-f', renderManifest(executorValues(), 'executor')]);
-    const pod = await readyPod(namespace, manifestRelease, 2);
+    twoContainerPod = await readyPod(namespace, manifestRelease, 2);
+    expect(twoContainerPod.spec?.containers.map((c) => c.name)).toEqual(['collector', 'executor']);
+  });
+
+  it('from inside each container, its token authenticates as its own ServiceAccount', async () => {
     const identities = await Promise.all(
       ['collector', 'executor'].map(async (container) => {
-        const review = JSON.parse(await inPod(namespace, pod, container, SELF_SUBJECT_REVIEW)) as {
-          username: string;
-        };
+        const review = JSON.parse(
+          await inPod(namespace, twoContainerPod, container, SELF_SUBJECT_REVIEW),
+        ) as { username: string };
         return review.username;
       }),
     );
@@ -483,6 +529,43 @@ describe('the single-file manifest with kubectl apply on the real node', () => {
       `system:serviceaccount:${namespace}:${manifestRelease}`,
       `system:serviceaccount:${namespace}:${manifestRelease}-executor`,
     ]);
+  });
+
+  it("the collector container has no readable file holding the executor's token", async () => {
+    const executorToken = await inPod(namespace, twoContainerPod, 'executor', READ_OWN_TOKEN);
+    const scan = JSON.parse(
+      await inPod(namespace, twoContainerPod, 'collector', SCAN_READABLE_JWTS),
+    ) as { found: { path: string; sha256: string }[] };
+    expect(scan.found.filter((f) => f.sha256 === sha256(executorToken.trim()))).toEqual([]);
+  });
+
+  it('the socket is in the shared volume: executor-owned 0660 under the shared group, in a 0750 directory', async () => {
+    const modes = JSON.parse(
+      await inPod(namespace, twoContainerPod, 'collector', statSocket(SOCKET)),
+    ) as unknown;
+    expect(modes).toEqual({
+      dir: { socket: false, uid: EXECUTOR_UID, gid: SHARED_GID, mode: '750' },
+      socket: { socket: true, uid: EXECUTOR_UID, gid: SHARED_GID, mode: '660' },
+    });
+  });
+
+  it('kubectl apply --prune of the read-only manifest (docs/chart.md): one container again', async () => {
+    await kubectl([
+      'apply',
+      '-f',
+      join(dist, 'read-only.yaml'),
+      '--prune',
+      '-l',
+      `app.kubernetes.io/instance=${manifestRelease}`,
+      ...PRUNE_ALLOWLIST.map((kind) => `--prune-allowlist=${kind}`),
+    ]);
+    const pod = await readyPod(namespace, manifestRelease, 1);
+    expect(pod.spec?.containers.map((c) => c.name)).toEqual(['collector']);
+  });
+
+  it("... and the executor's ServiceAccount, RBAC and admission policy are gone", async () => {
+    const objects = await releaseObjects(manifestRelease);
+    expect(objects.filter((o) => o.includes('executor'))).toEqual([]);
   });
 
   it('kubectl delete -f leaves nothing of it behind', async () => {
