@@ -40,6 +40,8 @@ const TRACE_TAIL = TRACEBACK[TRACEBACK.length - 1] ?? '';
 describe('the Logs view on the real sample workload, in headless Chromium', () => {
   let page: Page;
   let url: string;
+  let stopUi: () => Promise<void>;
+  let stopGateway: () => Promise<void>;
   const collectorOutput: string[] = [];
   const cleanups: (() => unknown)[] = [];
 
@@ -91,7 +93,9 @@ describe('the Logs view on the real sample workload, in headless Chromium', () =
       { logger: pino({ level: 'silent' }) },
     );
     const grpcPort = await gateway.listen('127.0.0.1', 0);
-    cleanups.push(() => gateway.close());
+    let gatewayClosed: Promise<void> | undefined;
+    stopGateway = () => (gatewayClosed ??= gateway.close());
+    cleanups.push(() => stopGateway());
 
     const workload = await startSampleWorkload(loadKubeConfig(cluster.kubeconfigPath), dir);
     cleanups.push(() => {
@@ -146,7 +150,7 @@ describe('the Logs view on the real sample workload, in headless Chromium', () =
       }),
     ]);
 
-    ({ url, page } = await openDemoPage(gateway, cleanups));
+    ({ url, page, stopUi } = await openDemoPage(gateway, cleanups));
   }, 300_000);
 
   afterAll(async () => {
@@ -229,5 +233,47 @@ describe('the Logs view on the real sample workload, in headless Chromium', () =
     // Both: the ledger's errors only.
     await page.locator('select[data-filter="namespace"]').selectOption('demo-payments');
     await waitForOnly({ namespace: 'demo-payments', level: 'error' });
+  });
+  it('keeps the rows still while paused as the workload writes on, and adds its lines on resume', async () => {
+    await page.locator('select[data-filter="namespace"]').selectOption('');
+    await page.locator('select[data-filter="level"]').selectOption('');
+    await page.locator('#log-table tr.log-row').first().waitFor({ timeout: UI_WAIT_MS });
+    await page.locator('#follow-toggle[data-mode="follow"]').click();
+    await page.locator('#follow-toggle[data-mode="paused"]').waitFor({ timeout: UI_WAIT_MS });
+    const rows = page.locator('#log-table tr.log-row');
+    const textsBefore = await rows.allTextContents();
+    const firstBox = await rows.first().boundingBox();
+    // The workload writes about 15 lines a second: the Resume button counts them arriving.
+    await page.waitForFunction(
+      `Number(document.querySelector('#follow-toggle[data-mode="paused"]')?.dataset.pending ?? 0) >= 5`,
+      undefined,
+      { timeout: FIRST_ROWS_MS },
+    );
+    expect(await rows.allTextContents()).toEqual(textsBefore);
+    expect(await rows.first().boundingBox()).toEqual(firstBox);
+    await shot('sample-workload-paused');
+    await page.locator('#follow-toggle[data-mode="paused"]').click();
+    await page.locator('#follow-toggle[data-mode="follow"]').waitFor({ timeout: UI_WAIT_MS });
+    // The newest row is one that arrived while paused (the table keeps at most 2,000 rows, so
+    // the count alone could stay put).
+    await page.waitForFunction(
+      `[...document.querySelectorAll('#log-table tr.log-row')].at(-1)?.textContent !== ${JSON.stringify(textsBefore.at(-1) ?? '')}`,
+      undefined,
+      { timeout: UI_WAIT_MS },
+    );
+  });
+
+  it('turns the banner red once the gateway stops, and keeps the rows the reader had', async () => {
+    await page.locator('#connection[data-state="connected"]').waitFor({ timeout: UI_WAIT_MS });
+    const rowsBefore = await page.locator('#log-table tr.log-row').count();
+    expect(rowsBefore).toBeGreaterThan(0);
+    await stopUi();
+    await stopGateway();
+    const banner = page.locator('#connection[data-state="unreachable"]');
+    await banner.waitFor({ timeout: UI_WAIT_MS });
+    expect(await background('#connection')).toBe(ERROR_RED);
+    expect(await banner.textContent()).toContain('Gateway unreachable');
+    expect(await page.locator('#log-table tr.log-row').count()).toBeGreaterThan(0);
+    await shot('sample-workload-gateway-down');
   });
 });

@@ -20,6 +20,8 @@ export interface DemoPage {
   readonly url: string;
   readonly page: Page;
   readonly context: BrowserContext;
+  /** Stops the web UI's server (idempotent): the page then finds the gateway unreachable. */
+  readonly stopUi: () => Promise<void>;
 }
 
 /**
@@ -36,7 +38,9 @@ export async function openDemoPage(
   } = {},
 ): Promise<DemoPage> {
   const ui = createWebUi(gateway);
-  cleanups.push(() => ui.close());
+  let uiClosed: Promise<void> | undefined;
+  const stopUi = (): Promise<void> => (uiClosed ??= ui.close());
+  cleanups.push(stopUi);
   const url = await ui.listen({ host: '127.0.0.1', port: 0 });
   const profile = mkdtempSync(join(tmpdir(), 'kubexa-chromium-'));
   cleanups.push(() => {
@@ -54,5 +58,5 @@ export async function openDemoPage(
   });
   cleanups.push(() => context.close());
   const page = context.pages()[0] ?? (await context.newPage());
-  return { url, page, context };
+  return { url, page, context, stopUi };
 }
