@@ -104,7 +104,16 @@ describe('the Nodes view in headless Chromium', () => {
           agentVersion: '0.1.0-test',
           clusterId: '6f1c2a4e-0000-4000-8000-000000000001',
           agentId: 'agent-under-test',
-          capabilities: { logs: false, state: false, metrics: false, query: true, nodeJobs: true },
+          // Node consoles advertised so the page offers them (none is opened here: the real
+          // node's tests open them).
+          capabilities: {
+            logs: false,
+            state: false,
+            metrics: false,
+            query: true,
+            nodeJobs: true,
+            nodeConsoles: true,
+          },
         },
       },
       deps: {
@@ -214,5 +223,18 @@ mutate:
     expect(await refusal.textContent()).toContain('mutate.node.verbs does not allow uncordon');
     await shot('nodes-refusal');
     expect((await core.readNode({ name: 'kwok-node-0' })).spec?.unschedulable).toBe(true);
+  });
+
+  it('links each node to its console in the Consoles view when an agent offers node consoles', async () => {
+    await page.goto(`${url}/#/nodes`);
+    const link = row('kwok-node-2').locator('.node-console-link');
+    await link.waitFor({ timeout: UI_WAIT_MS });
+    await link.click();
+    await page.waitForURL(/#\/consoles\?node=kwok-node-2$/, { timeout: UI_WAIT_MS });
+    const input = page.locator('.node-console-name');
+    await input.waitFor({ timeout: UI_WAIT_MS });
+    expect(await input.inputValue()).toBe('kwok-node-2');
+    expect(await page.locator('.node-console-open').isEnabled()).toBe(true);
+    await shot('nodes-console-link');
   });
 });

@@ -7,7 +7,8 @@ import { DEFAULT_VIEW, VIEWS, type ViewDefinition } from './views.js';
 const POLL_MS = 1000;
 
 function currentViewId(): string {
-  const id = location.hash.replace(/^#\/?/, '');
+  // A view may carry its own query after '?' (the Nodes view links to #/consoles?node=NAME).
+  const id = location.hash.replace(/^#\/?/, '').split('?')[0] ?? '';
   return VIEWS.some((v) => v.id === id) ? id : DEFAULT_VIEW;
 }
 

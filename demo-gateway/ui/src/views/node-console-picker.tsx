@@ -4,13 +4,9 @@
 // host's namespaces with nsenter. The console runs in the view's terminal like a pod console.
 import { useEffect, useState } from 'preact/hooks';
 
-export function NodeConsolePicker(props: {
-  readonly onOpened: (id: string) => void;
-  readonly onError: (message: string) => void;
-}) {
+/** Whether a connected agent offers node consoles (polled; the Nodes view asks it too). */
+export function useNodeConsolesAvailable(): boolean {
   const [available, setAvailable] = useState(false);
-  const [node, setNode] = useState('');
-
   useEffect(() => {
     let stopped = false;
     const refresh = async () => {
@@ -29,6 +25,25 @@ export function NodeConsolePicker(props: {
       clearInterval(timer);
     };
   }, []);
+  return available;
+}
+
+/** The node a link asked for: #/consoles?node=NAME (the Nodes view's Console button). */
+function linkedNode(): string {
+  const query = location.hash.split('?')[1] ?? '';
+  return new URLSearchParams(query).get('node') ?? '';
+}
+
+/** The Consoles view's link for a node's console. */
+export const nodeConsoleHref = (node: string): string =>
+  `#/consoles?${new URLSearchParams({ node }).toString()}`;
+
+export function NodeConsolePicker(props: {
+  readonly onOpened: (id: string) => void;
+  readonly onError: (message: string) => void;
+}) {
+  const available = useNodeConsolesAvailable();
+  const [node, setNode] = useState(linkedNode);
 
   if (!available) return null;
   const open = async () => {

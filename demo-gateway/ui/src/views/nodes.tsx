@@ -4,6 +4,7 @@
 // result, refusals with their code and reason, and the audit records.
 import { useEffect, useState } from 'preact/hooks';
 import type { ViewProps } from '../views.js';
+import { nodeConsoleHref, useNodeConsolesAvailable } from './node-console-picker.js';
 
 interface PodView {
   readonly namespace: string;
@@ -109,6 +110,8 @@ function ready(node: NodeView): string {
 function NodeRow(props: {
   node: NodeView;
   enabled: boolean;
+  /** A connected agent offers node consoles: the row links to one. */
+  consoles: boolean;
   onJob: (node: string, verb: 'cordon' | 'uncordon') => void;
   onDrain: (node: string) => void;
 }) {
@@ -176,6 +179,15 @@ function NodeRow(props: {
         >
           Drain…
         </button>
+        {props.consoles ? (
+          <a
+            class="node-console-link"
+            href={nodeConsoleHref(node.name)}
+            title="Opens the Consoles view for a root shell on this node (the executor's privileged helper Pod, entered with nsenter)"
+          >
+            Console…
+          </a>
+        ) : null}
       </td>
     </tr>
   );
@@ -379,6 +391,7 @@ export function NodesView({ reachable }: ViewProps) {
   const [drainNode, setDrainNode] = useState<string | undefined>(undefined);
   const [drain, setDrain] = useState<DrainOptions>(NO_DRAIN);
   const [error, setError] = useState('');
+  const consoles = useNodeConsolesAvailable();
 
   useEffect(() => {
     let stopped = false;
@@ -466,6 +479,7 @@ export function NodesView({ reachable }: ViewProps) {
               key={node.name}
               node={node}
               enabled={enabled}
+              consoles={consoles}
               onJob={(name, verb) => void start({ node: name, verb })}
               onDrain={(name) => {
                 setDrainNode(name);
