@@ -36,6 +36,34 @@ function sample(text: string, series: string): number {
   return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
 
+/**
+ * The wired collector from `fileText` (its token in the environment), started with its every
+ * service and stopped after the test, and the heartbeats the demo gateway receives from it.
+ */
+async function startWiredCollector(
+  gateway: DemoGateway,
+  kc: ReturnType<typeof loadKubeConfig>,
+  fileText: string,
+  agentId: string,
+) {
+  const { config } = loadConfig({ fileText, env: { KUBEXA_TENANT_TOKEN: 'heartbeat-token' } });
+  const logs = captureLogs();
+  const collector = createCollector(
+    config,
+    { clusterId: 'cluster-uid', agentId },
+    { logger: logs.logger, kube: kc },
+  );
+  const stop = await startServices(collector.services, new AbortController().signal);
+  cleanups.push(stop);
+  const beats: AgentHealth[] = [];
+  gateway.events.on('message', (message) => {
+    if (message.payload?.$case === 'heartbeat' && message.payload.value.health) {
+      beats.push(message.payload.value.health);
+    }
+  });
+  return { collector, logs, beats };
+}
+
 describe('heartbeats', () => {
   it('carry the log source’s truncated, too-old, future and rate-limited counts, as /metrics does', async () => {
     const kc = loadKubeConfig(inject('kubeconfigPath'));
@@ -77,21 +105,12 @@ describe('heartbeats', () => {
       '  metrics_addr: "127.0.0.1:0"',
       '',
     ].join('\n');
-    const { config } = loadConfig({ fileText, env: { KUBEXA_TENANT_TOKEN: 'heartbeat-token' } });
-    const logs = captureLogs();
-    const collector = createCollector(
-      config,
-      { clusterId: 'cluster-uid', agentId: 'agent-heartbeat' },
-      { logger: logs.logger, kube: kc },
+    const { collector, logs, beats } = await startWiredCollector(
+      gateway,
+      kc,
+      fileText,
+      'agent-heartbeat',
     );
-    const stop = await startServices(collector.services, new AbortController().signal);
-    cleanups.push(stop);
-    const beats: AgentHealth[] = [];
-    gateway.events.on('message', (message) => {
-      if (message.payload?.$case === 'heartbeat' && message.payload.value.health) {
-        beats.push(message.payload.value.health);
-      }
-    });
 
     // The gateway asks for a 1 s heartbeat and tight ingest rules: 32-byte lines, samples at
     // most a minute old or ahead, 1 byte/s per stream after a 400-byte burst.
@@ -213,21 +232,12 @@ describe('heartbeats', () => {
       '  metrics_addr: "127.0.0.1:0"',
       '',
     ].join('\n');
-    const { config } = loadConfig({ fileText, env: { KUBEXA_TENANT_TOKEN: 'heartbeat-token' } });
-    const logs = captureLogs();
-    const collector = createCollector(
-      config,
-      { clusterId: 'cluster-uid', agentId: 'agent-heartbeat-metrics' },
-      { logger: logs.logger, kube: kc },
+    const { logs, beats } = await startWiredCollector(
+      gateway,
+      kc,
+      fileText,
+      'agent-heartbeat-metrics',
     );
-    const stop = await startServices(collector.services, new AbortController().signal);
-    cleanups.push(stop);
-    const beats: AgentHealth[] = [];
-    gateway.events.on('message', (message) => {
-      if (message.payload?.$case === 'heartbeat' && message.payload.value.health) {
-        beats.push(message.payload.value.health);
-      }
-    });
     const session = await gateway.waitForSession();
     gateway.sendConfigUpdate(
       session.sessionId,
