@@ -26,5 +26,9 @@ describe('summary reporter', () => {
     const summary = run.stdout.split('\n').filter((line) => line.startsWith('tests: '));
     expect(summary, run.stdout + run.stderr).toEqual(['tests: 1 passed, 3 failed, 2 skipped']);
     expect(run.status).toBe(1);
+    // Where the time went, before the closing line: the fixture file with its wall time.
+    expect(run.stdout).toMatch(
+      /slowest test files \(wall time\):\n {2,} *\d+\.\d s {2}before-all-throws\.fixture\.ts\n/,
+    );
   });
 });

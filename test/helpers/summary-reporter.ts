@@ -19,6 +19,29 @@ function blockedBySetupFailure(testCase: TestCase): boolean {
   }
 }
 
+/** How many of the slowest files the summary lists. */
+const SLOWEST_FILES = 15;
+
+/**
+ * The slowest files of the run with their wall time, so every CI log says where the suite's time
+ * goes (the first thing to read when the run's duration has to come down).
+ */
+export function slowestFiles(testModules: readonly TestModule[]): string {
+  const timed = testModules
+    .map((testModule) => ({
+      file:
+        testModule.project.name === ''
+          ? testModule.relativeModuleId
+          : `${testModule.project.name}: ${testModule.relativeModuleId}`,
+      ms: testModule.diagnostic().duration,
+    }))
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, SLOWEST_FILES);
+  if (timed.length === 0) return '';
+  const lines = timed.map(({ file, ms }) => `  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}`);
+  return `\nslowest test files (wall time):\n${lines.join('\n')}\n`;
+}
+
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: readonly TestModule[]): void {
     let passed = 0;
@@ -34,6 +57,7 @@ export default class SummaryReporter implements Reporter {
       // A file that failed to load has no test cases but must still count as a failure.
       if (testModule.state() === 'failed' && testModule.children.size === 0) failed += 1;
     }
+    process.stdout.write(slowestFiles(testModules));
     process.stdout.write(
       `\ntests: ${String(passed)} passed, ${String(failed)} failed, ${String(skipped)} skipped\n`,
     );
