@@ -7,7 +7,7 @@
 #   control-plane  kube-apiserver, kube-controller-manager, kube-scheduler  (build/k8s)
 #   node           kubelet, kube-proxy (build/k8s: the same k8s.io/kubernetes module)
 #   etcd           etcd (build/etcd)
-#   kwok           kwok, kwokctl (go install at the pinned version)
+#   kwok           kwok, kwokctl (go install at the pinned version) and its default Stages
 #   metrics-server metrics-server and its APIService manifests
 #   containerd     containerd, containerd-shim-runc-v2, ctr (go install, no cgo)
 #   cni            bridge, host-local, loopback, portmap (go install)
@@ -72,6 +72,16 @@ build_kwok() {
   GOBIN="$out" GOFLAGS= go install -trimpath -ldflags "-s -w" \
     "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
   "$out/kwokctl" --version >&2
+  # kwokctl's default node and pod Stages (the files its binary embeds): any Stage in a cluster's
+  # config replaces them, so cluster.ts passes them along with the test Stages (stages.yaml).
+  local stages
+  stages="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+  mkdir -p "$out/kwok-default-stages"
+  cp "$stages/node/fast/node-initialize.yaml" \
+    "$stages/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+    "$stages/pod/fast/pod-ready.yaml" "$stages/pod/fast/pod-complete.yaml" \
+    "$stages/pod/fast/pod-delete.yaml" "$out/kwok-default-stages/"
+  chmod -R u+w "$out/kwok-default-stages"
 }
 key_kwok() { echo "$KWOK_VERSION"; }
 

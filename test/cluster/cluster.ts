@@ -8,7 +8,7 @@
 // the node reaches the API server through a relay on the machine's end of the node's veth.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -185,6 +185,29 @@ function realNodePatches(
 /** The `kubernetes` Service's ClusterIP: the first of the API server's default 10.0.0.0/24. */
 export const KUBERNETES_SERVICE_IP = '10.0.0.1';
 
+/**
+ * The Stages kwok plays: kwokctl's defaults (node initialize and lease heartbeat; pod ready,
+ * complete, delete; build.sh copies them from kwok's module) and the test Stages of stages.yaml.
+ * Any Stage in a cluster's config replaces kwokctl's defaults, so both go in. The heartbeat is
+ * the file's as it is: kwokctl would raise its delay to the node status update frequency, 10 s by
+ * default, below the file's 600 s.
+ */
+async function kwokStages(binDir: string): Promise<Record<string, unknown>[]> {
+  const defaults = join(binDir, 'kwok-default-stages');
+  const files = [
+    ...(await readdir(defaults)).sort().map((file) => join(defaults, file)),
+    join(clusterDir, 'stages.yaml'),
+  ];
+  const stages: Record<string, unknown>[] = [];
+  for (const file of files) {
+    for (const doc of parseAllDocuments(await readFile(file, 'utf8'))) {
+      const stage = doc.toJS() as Record<string, unknown> | null;
+      if (stage?.['kind'] === 'Stage') stages.push(stage);
+    }
+  }
+  return stages;
+}
+
 /** Writes the committed kwokctl.yaml with this machine's paths (and the real node's needs) added. */
 async function writeKwokConfig(
   binDir: string,
@@ -219,6 +242,7 @@ async function writeKwokConfig(
     first['componentsPatches'] = patches;
   }
   first['options'] = options;
+  docs.push(...(await kwokStages(binDir)));
   const path = join(workdir, 'kwokctl.generated.yaml');
   await writeFile(path, docs.map((doc) => stringify(doc)).join('---\n'));
   return path;

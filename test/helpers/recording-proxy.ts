@@ -36,8 +36,20 @@ function forwardable(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   );
 }
 
-/** `admin` names the API server and its CA; its own credentials are never used. */
-export async function startRecordingProxy(admin: KubeConfig): Promise<RecordingProxy> {
+/** What the proxy answers itself instead of the API server (a status and a JSON body). */
+export type ProxyAnswer = (
+  method: string,
+  path: string,
+) => { readonly status: number; readonly body: object } | undefined;
+
+/**
+ * `admin` names the API server and its CA; its own credentials are never used. `answer` may
+ * answer a request itself (recorded like the others): an API group the server does not serve.
+ */
+export async function startRecordingProxy(
+  admin: KubeConfig,
+  answer: ProxyAnswer = () => undefined,
+): Promise<RecordingProxy> {
   const cluster = admin.getCurrentCluster();
   if (cluster === null) throw new Error('the kubeconfig has no current cluster');
   const upstream = new URL(cluster.server);
@@ -52,6 +64,20 @@ export async function startRecordingProxy(admin: KubeConfig): Promise<RecordingP
     { cert: TLS_FIXTURES.cert, key: TLS_FIXTURES.key },
     (incoming, outgoing) => {
       const path = incoming.url ?? '/';
+      const own = answer(incoming.method ?? '', path);
+      if (own !== undefined) {
+        const body = Buffer.from(JSON.stringify(own.body));
+        exchanges.push({
+          method: incoming.method ?? '',
+          path,
+          accept: incoming.headers.accept ?? '',
+          status: own.status,
+          body,
+        });
+        incoming.resume();
+        outgoing.writeHead(own.status, { 'content-type': 'application/json' }).end(body);
+        return;
+      }
       const forwarded = httpsRequest(
         {
           host: upstream.hostname,

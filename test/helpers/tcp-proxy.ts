@@ -1,7 +1,8 @@
 // A TCP proxy in front of a test server (the test API server, a gateway), so a test can break
 // the network path the way a load balancer or a node's conntrack does: cut() resets every open
-// connection, freeze() stops forwarding on them without closing (a half-open connection). New
-// connections pass normally.
+// connection, freeze() stops forwarding on them without closing (a half-open connection), hold()
+// keeps new connections waiting (accepted, not yet forwarded: a network path that is down for a
+// while) until release(). New connections otherwise pass normally.
 import { createServer, connect, type Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 
@@ -14,6 +15,10 @@ export interface TcpForwarder {
   cut(): void;
   /** Stops forwarding on every open connection and leaves it open until its client closes it. */
   freeze(): void;
+  /** New connections wait, accepted but not forwarded, until release(). */
+  hold(): void;
+  /** Forwards the connections hold() kept waiting, and every new one again. */
+  release(): void;
   close(): Promise<void>;
 }
 
@@ -25,7 +30,9 @@ export interface TcpProxy extends Omit<TcpForwarder, 'port'> {
 /** Forwards 127.0.0.1:<port> to host:port. */
 export async function startTcpForwarder(host: string, port: number): Promise<TcpForwarder> {
   const pairs = new Set<{ client: Socket; server: Socket }>();
-  const proxy = createServer((client) => {
+  let held: Socket[] | undefined;
+  const forward = (client: Socket): void => {
+    if (client.destroyed) return;
     const server = connect(port, host);
     const pair = { client, server };
     pairs.add(pair);
@@ -38,6 +45,16 @@ export async function startTcpForwarder(host: string, port: number): Promise<Tcp
     };
     client.on('error', end).on('close', end);
     server.on('error', end).on('close', end);
+  };
+  const proxy = createServer((client) => {
+    if (held === undefined) {
+      forward(client);
+      return;
+    }
+    // Waiting: the bytes the client sends stay in its socket's buffer until forwarded.
+    client.pause();
+    client.on('error', () => client.destroy());
+    held.push(client);
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   const address = proxy.address();
@@ -60,7 +77,18 @@ export async function startTcpForwarder(host: string, port: number): Promise<Tcp
         server.pause();
       }
     },
+    hold() {
+      held ??= [];
+    },
+    release() {
+      const waiting = held ?? [];
+      held = undefined;
+      // pipe() in forward() resumes each one with what it buffered meanwhile.
+      for (const client of waiting) forward(client);
+    },
     async close() {
+      for (const client of held ?? []) client.destroy();
+      held = undefined;
       for (const { client, server } of pairs) {
         client.destroy();
         server.destroy();
@@ -98,6 +126,12 @@ export async function startTcpProxy(kc: KubeConfig): Promise<TcpProxy> {
     },
     freeze: () => {
       forwarder.freeze();
+    },
+    hold: () => {
+      forwarder.hold();
+    },
+    release: () => {
+      forwarder.release();
     },
     close: () => forwarder.close(),
   };

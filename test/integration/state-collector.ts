@@ -12,6 +12,7 @@ import {
   type StateEvent,
 } from '../../proto/index.js';
 import { loadKubeConfig } from '../helpers/kube.js';
+import type { KubeConfig } from '@kubernetes/client-node';
 
 const TOKEN = 'state-test-token-0123456789';
 
@@ -72,25 +73,39 @@ export async function startStateCollector(
     acceptedPayloads?: readonly string[];
     /** The gateway asks for heartbeats this often (the collector's default is 30 s). */
     heartbeatIntervalSec?: number;
+    /** The API server as the collector reaches it (default: the kubeconfig file's). */
+    kube?: KubeConfig;
+    /**
+     * The gateway of an earlier collector (`running.gateway`), kept across this collector's
+     * start and stop (its store remembers every message id), listening already. Its options
+     * stay as they were: `acceptedPayloads` and `heartbeatIntervalSec` are ignored then.
+     */
+    gateway?: DemoGateway;
+    /** Leave the gateway this helper started open at stop (for the next collector to reuse). */
+    keepGateway?: boolean;
   } = {},
 ): Promise<RunningStateCollector> {
-  const gateway = new DemoGateway(
-    {
-      acceptToken: TOKEN,
-      ...(options.heartbeatIntervalSec === undefined
-        ? {}
-        : {
-            initialConfig: ConfigSnapshot.fromPartial({
-              heartbeatIntervalSec: options.heartbeatIntervalSec,
+  const ownGateway = options.gateway === undefined;
+  const gateway =
+    options.gateway ??
+    new DemoGateway(
+      {
+        acceptToken: TOKEN,
+        ...(options.heartbeatIntervalSec === undefined
+          ? {}
+          : {
+              initialConfig: ConfigSnapshot.fromPartial({
+                heartbeatIntervalSec: options.heartbeatIntervalSec,
+              }),
             }),
-          }),
-      ...(options.acceptedPayloads === undefined
-        ? {}
-        : { acceptedPayloads: options.acceptedPayloads }),
-    },
-    { logger: pino({ level: 'silent' }) },
-  );
-  const port = await gateway.listen('127.0.0.1', 0);
+        ...(options.acceptedPayloads === undefined
+          ? {}
+          : { acceptedPayloads: options.acceptedPayloads }),
+      },
+      { logger: pino({ level: 'silent' }) },
+    );
+  const port = ownGateway ? await gateway.listen('127.0.0.1', 0) : gateway.port;
+  if (port === undefined) throw new Error('the given gateway is not listening');
   const states: SeenState[] = [];
   const messages: AgentMessage[] = [];
   gateway.events.on('message', (message, isNew) => {
@@ -123,7 +138,7 @@ export async function startStateCollector(
     { clusterId: 'state-test-cluster', agentId: 'state-test-agent' },
     {
       logger: logs.logger,
-      kube: loadKubeConfig(kubeconfigPath),
+      kube: options.kube ?? loadKubeConfig(kubeconfigPath),
       stateDiscoveryIntervalMs: options.discoveryIntervalMs ?? 1000,
     },
   );
@@ -134,7 +149,7 @@ export async function startStateCollector(
     stopped ??= (async () => {
       stopSignal.abort();
       await closeAll();
-      await gateway.close();
+      if (ownGateway && options.keepGateway !== true) await gateway.close();
     })();
     return stopped;
   };

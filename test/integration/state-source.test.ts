@@ -187,18 +187,17 @@ describe('state source against the real API server', () => {
     await core.deleteNamespacedConfigMap({ name: 'settings', namespace: ns.name });
     await arrives(states, 'configmaps', 'settings', 'DELETED');
 
-    // Apps: a Deployment.
-    await apps.createNamespacedDeployment({
-      namespace: ns.name,
-      body: {
-        metadata: { name: 'web' },
-        spec: {
-          replicas: 0,
-          selector: { matchLabels: { app: 'web' } },
-          template: {
-            metadata: { labels: { app: 'web' } },
-            spec: { containers: [{ name: 'web', image: 'registry.invalid/web:1' }] },
-          },
+    // Apps: a Deployment applied with kubectl, updated, deleted; sanitized each time.
+    await kubectlApply({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web', namespace: ns.name, annotations: { team: 'shop' } },
+      spec: {
+        replicas: 0,
+        selector: { matchLabels: { app: 'web' } },
+        template: {
+          metadata: { labels: { app: 'web' } },
+          spec: { containers: [{ name: 'web', image: 'registry.invalid/web:1' }] },
         },
       },
     });
@@ -206,6 +205,48 @@ describe('state source against the real API server', () => {
     expect(deployment.kind).toBe(ResourceKind.RESOURCE_KIND_DEPLOYMENT);
     expect(deployment.apiVersion).toBe('apps/v1');
     expect(deployment.object['kind']).toBe('Deployment');
+    expect(metadataOf(deployment)['annotations']).toMatchObject({ team: 'shop' });
+    expect(
+      (metadataOf(deployment)['annotations'] as Record<string, string>)[
+        'kubectl.kubernetes.io/last-applied-configuration'
+      ],
+    ).toBeUndefined();
+    expect(metadataOf(deployment)['managedFields']).toBeUndefined();
+    await apps.patchNamespacedDeployment({
+      name: 'web',
+      namespace: ns.name,
+      body: [
+        {
+          op: 'replace',
+          path: '/spec/template/spec/containers/0/image',
+          value: 'registry.invalid/web:2',
+        },
+      ],
+    });
+    const updated = await eventually(
+      'the Deployment update at the gateway',
+      () =>
+        Promise.resolve(
+          find(states, 'deployments', 'web', 'MODIFIED').find((s) =>
+            JSON.stringify(s.object['spec']).includes('registry.invalid/web:2'),
+          ),
+        ),
+      WAIT,
+    );
+    expect(updated.kind).toBe(ResourceKind.RESOURCE_KIND_DEPLOYMENT);
+    expect(updated.apiVersion).toBe('apps/v1');
+    expect(
+      (metadataOf(updated)['annotations'] as Record<string, string>)[
+        'kubectl.kubernetes.io/last-applied-configuration'
+      ],
+    ).toBeUndefined();
+    expect(metadataOf(updated)['managedFields']).toBeUndefined();
+    await apps.deleteNamespacedDeployment({ name: 'web', namespace: ns.name });
+    const gone = await arrives(states, 'deployments', 'web', 'DELETED');
+    expect(gone.kind).toBe(ResourceKind.RESOURCE_KIND_DEPLOYMENT);
+    expect(metadataOf(gone)['managedFields']).toBeUndefined();
+    expect(find(states, 'deployments', 'web', 'ADDED')).toHaveLength(1);
+    expect(find(states, 'deployments', 'web', 'DELETED')).toHaveLength(1);
 
     // A CRD installed after start: picked up by discovery, its objects flow as UNSPECIFIED.
     await crds.createCustomResourceDefinition({ body: widgetCrd(plural) });
@@ -238,6 +279,27 @@ describe('state source against the real API server', () => {
     expect(crdAdded.kind).toBe(ResourceKind.RESOURCE_KIND_UNSPECIFIED);
     expect(crdAdded.apiVersion).toBe(`${GROUP}/v1`);
     expect(crdAdded.object['spec'], JSON.stringify(crdAdded.object)).toEqual({ size: 3 });
+    const current = (await custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: 'v1',
+      namespace: ns.name,
+      plural,
+      name: 'w1',
+    })) as { spec: { size: number } };
+    await custom.replaceNamespacedCustomObject({
+      group: GROUP,
+      version: 'v1',
+      namespace: ns.name,
+      plural,
+      name: 'w1',
+      body: { ...current, spec: { size: 4 } },
+    });
+    const crdModified = await arrives(states, plural, 'w1', 'MODIFIED');
+    expect(crdModified.kind).toBe(ResourceKind.RESOURCE_KIND_UNSPECIFIED);
+    expect(crdModified.apiVersion).toBe(`${GROUP}/v1`);
+    expect(crdModified.resource).toBe(plural);
+    expect(crdModified.object['spec']).toEqual({ size: 4 });
+    expect(metadataOf(crdModified)['managedFields']).toBeUndefined();
     // Removing the CRD deletes its objects (DELETED sent), then the watch stops: no errors.
     await crds.deleteCustomResourceDefinition({ name: `${plural}.${GROUP}` });
     await arrives(states, plural, 'w1', 'DELETED');
@@ -251,7 +313,7 @@ describe('state source against the real API server', () => {
         ),
       WAIT,
     );
-    expect(find(states, plural, 'w1')).toHaveLength(2);
+    expect(find(states, plural, 'w1').map((e) => e.type)).toEqual(['ADDED', 'MODIFIED', 'DELETED']);
     const warnings = running.logs.raw.filter((l) => l.includes('"msg":"watch failed"'));
     expect(warnings).toEqual([]);
 
@@ -439,6 +501,22 @@ describe('state source: bad input and security.profile strict', () => {
     });
     await arrives(running.states, 'configmaps', 'still-flowing', 'ADDED');
   }, 120_000);
+
+  it('config check names the key of a bare unknown resource in a state rule', () => {
+    expect(() =>
+      loadConfig({
+        fileText: [
+          'gateway: { address: "gw:443" }',
+          'collect:',
+          '  state:',
+          '    rules:',
+          '      - resources: [configmaps, widgets]',
+          '',
+        ].join('\n'),
+        env: { KUBEXA_TENANT_TOKEN: 'token-for-test' },
+      }),
+    ).toThrow(/collect\.state\.rules\[0\]\.resources\[1\]: "widgets" is not a resource/);
+  });
 
   it('config check names the key of a partial wildcard in a state rule', () => {
     expect(() =>
