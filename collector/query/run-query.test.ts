@@ -1,6 +1,7 @@
-// The runner's decisions that a real API server cannot be made to exercise: an answer that is
-// not a Table, a single object over 8 MiB (etcd refuses objects that large), the clamps of the
-// request it sends. The API server here is a recording stand-in; everything else is real.
+// The runner's decisions on recorded answers: an answer that is not a Table (no real API server
+// gives one), a single object over 8 MiB just over and just under the cap (also proven against
+// the real API server in test/integration/live-query.test.ts), the clamps of the request it
+// sends. The API server here is a recording stand-in; everything else is real.
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { QueryErrorCode, QueryVerb, QueryView, ResourceQuery } from '../../proto/index.js';
