@@ -1,13 +1,14 @@
-// The runner's decisions that a real API server cannot be made to exercise: an answer that is
-// not a Table, a single object over 8 MiB (etcd refuses objects that large), the clamps of the
-// request it sends. The API server here is a recording stand-in; everything else is real.
+// The runner's decisions on recorded answers: an answer that is not a Table (no real API server
+// gives one), a single object over 8 MiB just over and just under the cap (also proven against
+// the real API server in test/integration/live-query.test.ts), the clamps of the request it
+// sends. The API server here is a recording stand-in; everything else is real.
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { QueryErrorCode, QueryVerb, QueryView, ResourceQuery } from '../../proto/index.js';
 import { load } from '../../shared/config/load-for-test.js';
 import type { KubeRest, RestRequest, RestResponse } from './kube-rest.js';
 import { compileQueryPolicy } from './policy.js';
-import { createQueryRunner, MAX_PAYLOAD_BYTES } from './run-query.js';
+import { clampTimeoutMs, createQueryRunner, MAX_PAYLOAD_BYTES } from './run-query.js';
 
 function runnerWith(
   answer: (request: RestRequest) => RestResponse | Promise<RestResponse>,
@@ -115,6 +116,29 @@ describe('query runner', () => {
       message: 'get requires a name',
     });
     expect(requests).toHaveLength(3);
+  });
+
+  it('clamps the deadline (0 is 10 s, under 1 s is 1 s, over 30 s is 30 s) and runs under it', async () => {
+    expect([0, -5, 1, 999, 1000, 5000, 30_000, 60_000].map(clampTimeoutMs)).toEqual([
+      10_000, 10_000, 1000, 1000, 1000, 5000, 30_000, 30_000,
+    ]);
+    // An API server that never answers: the query asked for 1 ms and is given the 1 s floor.
+    const { ask } = runnerWith(
+      (request) =>
+        new Promise<RestResponse>((_, reject) => {
+          request.signal.addEventListener(
+            'abort',
+            () => {
+              reject(new Error('aborted'));
+            },
+            { once: true },
+          );
+        }),
+    );
+    expect((await ask({ timeoutMs: 1 })).error).toEqual({
+      code: QueryErrorCode.QUERY_ERROR_TIMEOUT,
+      message: 'no answer from the API server within 1000 ms',
+    });
   });
 
   it('maps API statuses to codes with the API server message', async () => {

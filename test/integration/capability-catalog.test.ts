@@ -16,6 +16,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { BufferItem } from '../../collector/buffer/types.js';
 import { createCapabilityCatalog } from '../../collector/catalog/capability-catalog.js';
+import { discoverResources } from '../../collector/catalog/discovery.js';
 import { createExecutorClient } from '../../collector/executor-client/executor-client.js';
 import { createKubeRest } from '../../collector/query/kube-rest.js';
 import { compileQueryPolicy } from '../../collector/query/policy.js';
@@ -25,6 +26,8 @@ import { createCommandVerifier } from '../../executor/guard/verify-command.js';
 import { createExecutorServer } from '../../executor/server/executor-server.js';
 import { AgentMessage, ExecutorState, Gate, type ResourceCatalog } from '../../proto/index.js';
 import { systemClock } from '../../shared/clock.js';
+import { FakeClock } from '../helpers/fake-clock.js';
+import { startHoldingProxy } from '../helpers/holding-proxy.js';
 import { load } from '../../shared/config/load-for-test.js';
 import {
   createTestNamespace,
@@ -82,6 +85,182 @@ const entry = (catalog: ResourceCatalog | undefined, group: string, resource: st
   catalog?.entries.find((e) => e.group === group && e.resource === resource);
 
 describe('capability catalog', () => {
+  it('on a fake clock: discovers every 5 minutes, probes 8 at a time, publishes on change and hourly', async () => {
+    // First in the file, so no CRD or APIService of another test comes or goes meanwhile; and
+    // the resource set the API server serves must have settled (a CRD an earlier file deleted
+    // can leave discovery a moment later): two discoveries a second apart agree.
+    const settledRest = createKubeRest(kc);
+    try {
+      await eventually(
+        'a settled resource set',
+        async () => {
+          const before = await discoverResources(settledRest, AbortSignal.timeout(20_000));
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+          const after = await discoverResources(settledRest, AbortSignal.timeout(20_000));
+          return before.fingerprint === after.fingerprint &&
+            before.failedGroups.join() === after.failedGroups.join()
+            ? true
+            : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 100 },
+      );
+    } finally {
+      settledRest.close();
+    }
+    const core = kc.makeApiClient(CoreV1Api);
+    await core.createNamespacedServiceAccount({
+      namespace: ns.name,
+      body: { metadata: { name: 'catalog-clock' } },
+    });
+    const token = await core.createNamespacedServiceAccountToken({
+      name: 'catalog-clock',
+      namespace: ns.name,
+      body: { spec: { audiences: [], expirationSeconds: 600 } },
+    });
+    const proxy = await startHoldingProxy(kc);
+    cleanups.push(() => proxy.close());
+    // What reaches the API server, counted at the proxy: a discovery round reads /apis once.
+    const discoveries = proxy.tally((method, path) => method === 'GET' && path === '/apis');
+    const reviews = proxy.tally(
+      (method, path) =>
+        method === 'POST' && path === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
+    );
+    const rest = createKubeRest(proxy.kubeConfigFor(token.status?.token ?? ''));
+    const clock = new FakeClock();
+    const items: BufferItem[] = [];
+    const catalog = createCapabilityCatalog(
+      { clusterId: 'c', agentId: 'a' },
+      {
+        rest,
+        policy: compileQueryPolicy(load('query: {rules: [{resources: ["*"]}]}').config.query),
+        sink: { enqueue: (item) => items.push(item) },
+        logger: silent,
+        clock,
+      },
+    );
+    cleanups.push(async () => {
+      await catalog.close();
+      rest.close();
+    });
+    const FIVE_MINUTES = 5 * 60_000;
+    /** Resolves when the round the clock just woke has ended (the loop asks for its next sleep). */
+    const roundEnded = () => clock.waitForSleep(() => true);
+
+    // The first round sweeps every resource: the proxy holds the reviews, and the catalog never
+    // has more than 8 at the API server.
+    reviews.hold();
+    const firstRound = roundEnded();
+    await catalog.start(new AbortController().signal);
+    await eventually(
+      '8 reviews held at the proxy',
+      () => Promise.resolve(reviews.held() === 8 || undefined),
+      {
+        timeoutMs: 30_000,
+        intervalMs: 20,
+      },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(reviews.held()).toBe(8);
+    reviews.release();
+    expect(await firstRound).toBe(FIVE_MINUTES);
+    expect(reviews.maxInFlight()).toBe(8);
+    const resources = catalog.last()?.entries.length ?? 0;
+    expect(resources).toBeGreaterThan(8);
+    // A sweep: list for each resource, and watch for those it may list.
+    const perSweep = resources + (catalog.last()?.entries.filter((e) => e.canList).length ?? 0);
+    expect(reviews.seen()).toBe(perSweep);
+    expect(catalog.published()).toBe(1);
+    expect(discoveries.seen()).toBe(1);
+    expect(clock.pending()).toEqual([FIVE_MINUTES]);
+
+    // One millisecond short of 5 minutes: no round.
+    clock.advance(FIVE_MINUTES - 1);
+    expect(clock.pending()).toEqual([FIVE_MINUTES]);
+    expect(discoveries.seen()).toBe(1);
+
+    // Every 5 minutes a discovery; nothing changed, so nothing is published or probed until the
+    // sweep is an hour old: the 12th round probes every resource again and publishes.
+    const firstFingerprint = catalog.last()?.fingerprint;
+    let ms = FIVE_MINUTES - 1;
+    for (let round = 1; round <= 12; round++) {
+      // The woken sleep leaves pending at once; the next is asked for when the round ends.
+      clock.advance(round === 1 ? 1 : FIVE_MINUTES);
+      ms += round === 1 ? 1 : FIVE_MINUTES;
+      expect(await roundEnded()).toBe(FIVE_MINUTES);
+      expect(discoveries.seen(), `round ${String(round)}`).toBe(1 + round);
+      const hourly = ms >= 60 * 60_000;
+      expect(
+        [catalog.published(), reviews.seen()],
+        `round ${String(round)} at ${String(ms)} ms`,
+      ).toEqual(hourly ? [2, 2 * perSweep] : [1, perSweep]);
+      expect(catalog.last()?.fingerprint).toBe(firstFingerprint);
+    }
+    expect(clock.sleeps.every((sleep) => sleep === FIVE_MINUTES)).toBe(true);
+
+    // A change is published at the next round, without waiting for the hour.
+    const group = 'clock.kubexa.test';
+    const ext = kc.makeApiClient(ApiextensionsV1Api);
+    await ext.createCustomResourceDefinition({
+      body: {
+        metadata: { name: `ticks.${group}` },
+        spec: {
+          group,
+          scope: 'Cluster',
+          names: { plural: 'ticks', singular: 'tick', kind: 'Tick' },
+          versions: [
+            {
+              name: 'v1',
+              served: true,
+              storage: true,
+              schema: {
+                openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
+              },
+            },
+          ],
+        },
+      },
+    });
+    cleanups.push(() => ext.deleteCustomResourceDefinition({ name: `ticks.${group}` }));
+    // Served (so discovery lists it) before the clock moves: then one 5-minute round publishes it.
+    const admin = createKubeRest(kc);
+    cleanups.push(() => {
+      admin.close();
+      return Promise.resolve();
+    });
+    await eventually(
+      'the CRD served',
+      async () => {
+        const served = await admin.request({
+          method: 'GET',
+          path: `/apis/${group}/v1`,
+          maxBodyBytes: 1 << 20,
+          signal: AbortSignal.timeout(10_000),
+        });
+        return served.status === 200 && served.body.includes('"ticks"') ? true : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    await eventually(
+      "the CRD in the API server's group list",
+      async () => {
+        const groups = await admin.request({
+          method: 'GET',
+          path: '/apis',
+          maxBodyBytes: 8 << 20,
+          signal: AbortSignal.timeout(10_000),
+        });
+        return groups.body.includes(`"${group}"`) ? true : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    clock.advance(FIVE_MINUTES);
+    expect(await roundEnded()).toBe(FIVE_MINUTES);
+    expect(catalog.published()).toBe(3);
+    expect(entry(catalog.last(), group, 'ticks')).toBeDefined();
+    expect(catalog.last()?.fingerprint).not.toBe(firstFingerprint);
+    expect(items).toHaveLength(3);
+  });
+
   it('publishes RBAC and policy verdicts, and a new catalog when a CRD changes the resource set', async () => {
     const { catalog, published } = collectorCatalog(
       'query: {rules: [{resources: [configmaps], verbs: [list]}, {resources: [pods]}]}',

@@ -2,6 +2,7 @@
 // messages on the stream, the collector's gateway session answers them through the policy gate.
 // Every "refused without an API call" is asserted from a proxy in front of the API server (the
 // bytes clients sent it), never from the agent's own counters.
+import { request as httpsRequest, type RequestOptions } from 'node:https';
 import {
   ApiextensionsV1Api,
   CoreV1Api,
@@ -599,6 +600,57 @@ describe('live query: size caps and numbers', () => {
     expect(page.continueToken).not.toBe('');
   });
 
+  it('refuses one object over 8 MiB with TOO_LARGE (GET in both views, and a LIST whose first item it is)', async () => {
+    // One object whose JSON is over 8 MiB, through the real API server: etcd keeps at most 1.5
+    // MiB a value and kube-apiserver reads at most 3 MiB of a write body, so the object is
+    // written in protobuf (as kubelets write) and its JSON is six times larger: each 0x01 byte of
+    // a container argument is one byte in protobuf and six ("\u0001") in the JSON the API server
+    // answers a GET with. No limit of the harness is raised.
+    const ns = await newNamespace('query-huge');
+    const args = Array.from({ length: 14 }, () => '\x01'.repeat(100 * 1024));
+    const created = await createProtobufPodTemplate(kc, ns.name, 'huge', args);
+    expect(created.status, created.body).toBe(201);
+    // The API server's own answer to a plain GET is over 8 MiB (read here with a larger cap).
+    const direct = createKubeRest(kc);
+    try {
+      const raw = await direct.request({
+        method: 'GET',
+        path: `/api/v1/namespaces/${ns.name}/podtemplates/huge`,
+        maxBodyBytes: 32 * 1024 * 1024,
+        signal: AbortSignal.timeout(30_000),
+      });
+      expect(raw.status).toBe(200);
+      expect(raw.body.length).toBeGreaterThan(8 * 1024 * 1024);
+    } finally {
+      direct.close();
+    }
+    await using agent = await startQueryAgent(
+      proxy.kubeConfig,
+      config(`{rules: [{resources: [v1/podtemplates]}]}`),
+    );
+    const podTemplates = { group: '', version: 'v1', resource: 'podtemplates' };
+    for (const view of [FULL, TABLE]) {
+      const get = await agent.ask({
+        ref: podTemplates,
+        verb: GET,
+        view,
+        namespace: ns.name,
+        name: 'huge',
+      });
+      expect(code(get)).toBe(QueryErrorCode.QUERY_ERROR_TOO_LARGE);
+      expect(get.error?.message).toMatch(/^object is \d+ bytes, over the 8388608 byte limit$/);
+      expect(Number(/\d+/.exec(get.error?.message ?? '')?.[0])).toBeGreaterThan(8 * 1024 * 1024);
+      expect(get.payload.length).toBe(0);
+    }
+    const list = await agent.ask({ ref: podTemplates, verb: LIST, namespace: ns.name });
+    expect(code(list)).toBe(QueryErrorCode.QUERY_ERROR_TOO_LARGE);
+    expect(list.error?.message).toContain('the first object of this page is over');
+    // The TABLE view carries metadata only, so the same list fits.
+    expect(
+      names(await agent.ask({ ref: podTemplates, verb: LIST, view: TABLE, namespace: ns.name })),
+    ).toEqual(['huge']);
+  });
+
   it('keeps int64 values beyond 2^53 byte-identical in TABLE cells and FULL objects', async () => {
     const group = 'query.kubexa.test';
     const ext = kc.makeApiClient(ApiextensionsV1Api);
@@ -674,3 +726,72 @@ describe('live query: size caps and numbers', () => {
     expect(Buffer.from(full.payload).toString('utf8')).toContain(`"count":${big}`);
   });
 });
+
+/** Protobuf wire format: a varint. */
+function varint(value: number): Buffer {
+  const bytes: number[] = [];
+  let rest = value;
+  while (rest >= 0x80) {
+    bytes.push((rest & 0x7f) | 0x80);
+    rest = Math.floor(rest / 128);
+  }
+  bytes.push(rest);
+  return Buffer.from(bytes);
+}
+
+/** Protobuf wire format: field `n`, length-delimited (a string or a message). */
+function field(n: number, value: Buffer | string): Buffer {
+  const bytes = typeof value === 'string' ? Buffer.from(value, 'utf8') : value;
+  return Buffer.concat([varint((n << 3) | 2), varint(bytes.length), bytes]);
+}
+
+/**
+ * Creates a v1 PodTemplate with one container whose args are given, sent in the API server's
+ * protobuf encoding (field numbers from k8s.io/api/core/v1/generated.proto; the envelope is
+ * "k8s\0" and a runtime.Unknown), so a write body far smaller than the object's JSON.
+ */
+async function createProtobufPodTemplate(
+  kube: KubeConfig,
+  namespace: string,
+  name: string,
+  args: readonly string[],
+): Promise<{ status: number; body: string }> {
+  const container = Buffer.concat([
+    field(1, 'c'), // Container.name
+    field(2, 'busybox'), // Container.image
+    ...args.map((arg) => field(4, arg)), // Container.args
+  ]);
+  const podTemplate = Buffer.concat([
+    field(1, field(1, name)), // PodTemplate.metadata: ObjectMeta.name
+    field(2, field(2, field(2, container))), // .template: PodTemplateSpec.spec: PodSpec.containers
+  ]);
+  const unknown = Buffer.concat([
+    field(1, Buffer.concat([field(1, 'v1'), field(2, 'PodTemplate')])), // typeMeta
+    field(2, podTemplate), // raw
+  ]);
+  const body = Buffer.concat([Buffer.from('k8s\0', 'latin1'), unknown]);
+  const cluster = kube.getCurrentCluster();
+  if (cluster === null) throw new Error('the kubeconfig has no current cluster');
+  const url = new URL(`/api/v1/namespaces/${namespace}/podtemplates`, cluster.server);
+  const options: RequestOptions = {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/vnd.kubernetes.protobuf',
+      accept: 'application/json',
+      'content-length': body.length,
+    },
+  };
+  await kube.applyToHTTPSOptions(options);
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, options, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.once('end', () => {
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') });
+      });
+      res.once('error', reject);
+    });
+    req.once('error', reject);
+    req.end(body);
+  });
+}
