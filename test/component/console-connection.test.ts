@@ -137,3 +137,16 @@ describe("a console's own connection to the gateway", () => {
     expect(console.text()).toBe('before after-freeze');
   });
 });
+
+describe('the demo gateway sizes a console', () => {
+  it('sends a size asked for before the agent’s call arrived once the call arrives', async () => {
+    const { gateway, session } = await startAgent();
+    resizes.length = 0;
+    const console = gateway.consoles.open(session.sessionId, { namespace: 'default', pod: 'echo' });
+    // The page sizes its terminal at once: no call of the agent's has arrived yet.
+    expect(console.resize(132, 41)).toBe(false);
+    await until(() => console.state === 'open', 'the console open');
+    await until(() => resizes.length > 0, 'the size at the agent');
+    expect(resizes).toEqual([{ cols: 132, rows: 41 }]);
+  });
+});
