@@ -68,6 +68,8 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
   readonly transcript: { seq: number; data: Buffer }[] = [];
   #transcriptBytes = 0;
   #call: ConsoleServerCall | undefined;
+  /** A size asked for before the call arrived: sent when it binds. */
+  #pendingSize: { cols: number; rows: number } | undefined;
   /** Output chunks received twice (a replay overlapping what was held): must stay 0. */
   duplicates = 0;
 
@@ -105,7 +107,16 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
     });
   }
 
+  /**
+   * Sends the terminal's size. Asked before the agent's call arrived (the page sizes its
+   * terminal as soon as it opens), the last size is kept and sent when the call binds: else the
+   * process would start at the open's size, not the one the page shows.
+   */
   resize(cols: number, rows: number): boolean {
+    if (this.#call === undefined) {
+      this.#pendingSize = { cols, rows };
+      return false;
+    }
     return this.#send({ frame: { $case: 'resize', value: { cols, rows } } });
   }
 
@@ -135,6 +146,9 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
   /** @internal the agent's call for this console arrived. */
   bind(call: ConsoleServerCall): void {
     this.#call = call;
+    const size = this.#pendingSize;
+    this.#pendingSize = undefined;
+    if (size !== undefined) this.#send({ frame: { $case: 'resize', value: size } });
     call.on('data', (frame: ConsoleAgentFrame) => {
       this.#onFrame(frame);
     });

@@ -102,14 +102,28 @@ export async function createCredentials(
   return credentials.createSsl(rootCerts);
 }
 
-/** A fresh channel per connection attempt, so grpc-js's own reconnect loop never runs. */
-export function createAgentClient(options: DialOptions, creds: ChannelCredentials): AgentClient {
+/**
+ * A fresh channel per connection attempt, so grpc-js's own reconnect loop never runs.
+ *
+ * `consoles`: the channel for console calls, on a TCP connection of its own. Console frames then
+ * never queue behind log batches: on a shared connection a keystroke's echo waits for every byte
+ * written before it (the socket's send and receive buffers, the shared HTTP/2 connection window)
+ * and for the gateway to parse them; under log load that was most of what the agent added to a
+ * keystroke (docs/consoles.md, Benchmark). grpc-js shares one connection between channels of the
+ * same target, options and credentials unless a channel keeps its own subchannel pool.
+ */
+export function createAgentClient(
+  options: DialOptions,
+  creds: ChannelCredentials,
+  purpose: 'connect' | 'consoles' = 'connect',
+): AgentClient {
   return new AgentClientConstructor(options.address, creds, {
     'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? DEFAULT_KEEPALIVE_TIME_MS,
     'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
     'grpc.keepalive_permit_without_calls': 0,
     'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
     'grpc.enable_retries': 0,
+    ...(purpose === 'consoles' ? { 'grpc.use_local_subchannel_pool': 1 } : {}),
   });
 }
 

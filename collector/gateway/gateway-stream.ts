@@ -7,6 +7,7 @@ import { Backoff } from './backoff.js';
 import { AttemptLedger } from './delivery.js';
 import {
   createAgentClient,
+  type AgentClient,
   createCredentials,
   DialError,
   waitForReady,
@@ -238,12 +239,16 @@ export class GatewayStream implements Service, AsyncDisposable {
   async #connectOnce(creds: ChannelCredentials, signal: AbortSignal): Promise<SessionEnd> {
     this.#setState('connecting');
     const client = createAgentClient(this.#options, creds);
+    // Console calls get their own connection, dialled at the first console of this session.
+    let consoles: AgentClient | undefined;
+    const consoleClient = (): AgentClient =>
+      (consoles ??= createAgentClient(this.#options, creds, 'consoles'));
     try {
       await waitForReady(client, this.#options.dialTimeoutMs, signal);
       if (signal.aborted) return { kind: 'closed' };
       this.#setState('handshaking');
       this.#session = this.#newSession();
-      return await this.#session.run(client, signal);
+      return await this.#session.run(client, signal, consoleClient);
     } catch (err: unknown) {
       if (signal.aborted) return { kind: 'closed' };
       if (err instanceof GatewayFatalError) return { kind: 'fatal', error: err };
@@ -252,6 +257,7 @@ export class GatewayStream implements Service, AsyncDisposable {
     } finally {
       this.#session = undefined;
       client.close();
+      consoles?.close();
     }
   }
 

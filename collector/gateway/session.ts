@@ -187,6 +187,7 @@ export class Session {
   readonly #throttleChanged = new Wakeup();
   #call: ConnectCall | undefined;
   #client: AgentClient | undefined;
+  #consoleClient: (() => AgentClient) | undefined;
   #end: ((end: SessionEnd) => void) | undefined;
   #ended = false;
   #endedWith: SessionEnd | undefined;
@@ -213,8 +214,16 @@ export class Session {
     };
   }
 
-  /** Runs the session to its end. Never throws: every outcome is a SessionEnd. */
-  async run(client: AgentClient, signal: AbortSignal): Promise<SessionEnd> {
+  /**
+   * Runs the session to its end. Never throws: every outcome is a SessionEnd. Console calls are
+   * dialled on `consoleClient()` (its own connection, dial.ts), else on `client`.
+   */
+  async run(
+    client: AgentClient,
+    signal: AbortSignal,
+    consoleClient: () => AgentClient = () => client,
+  ): Promise<SessionEnd> {
+    this.#consoleClient = consoleClient;
     const ended = new Promise<SessionEnd>((resolve) => (this.#end = resolve));
     const onAbort = (): void => {
       this.#finish({ kind: 'closed' });
@@ -453,7 +462,7 @@ export class Session {
       for (const [key, value] of Object.entries(handshakeHeaders(this.#options.identity))) {
         metadata.set(key, value);
       }
-      return client.console(metadata);
+      return (this.#consoleClient?.() ?? client).console(metadata);
     });
   }
 

@@ -13,8 +13,11 @@ export interface TcpForwarder {
   open(): number;
   /** Destroys every open connection on both sides. */
   cut(): void;
-  /** Stops forwarding on every open connection and leaves it open until its client closes it. */
-  freeze(): void;
+  /**
+   * Stops forwarding on every open connection (or only on the `oldest` ones opened first) and
+   * leaves it open until its client closes it.
+   */
+  freeze(oldest?: number): void;
   /** New connections wait, accepted but not forwarded, until release(). */
   hold(): void;
   /** Forwards the connections hold() kept waiting, and every new one again. */
@@ -69,8 +72,8 @@ export async function startTcpForwarder(host: string, port: number): Promise<Tcp
       }
       pairs.clear();
     },
-    freeze() {
-      for (const { client, server } of pairs) {
+    freeze(oldest = Number.POSITIVE_INFINITY) {
+      for (const { client, server } of [...pairs].slice(0, oldest)) {
         client.unpipe(server);
         server.unpipe(client);
         client.pause();

@@ -74,6 +74,9 @@ function TerminalPane({ id, onState }: { id: string; onState: (s: ConsoleViewSta
     const typed = term.onData(input);
     const sendSize = () => {
       fit.fit();
+      // What the terminal shows, for whoever reads the page (and the Chromium test).
+      element.dataset['cols'] = String(term.cols);
+      element.dataset['rows'] = String(term.rows);
       void post(`/api/consoles/${id}/input`, { resize: { cols: term.cols, rows: term.rows } });
     };
     sendSize();
