@@ -2,11 +2,14 @@
 // query path needs the body as bytes (the size caps count them, and numbers must survive
 // exactly, see lossless-json.ts), the Table Accept header, and a connection kept warm between
 // queries: a TLS handshake per query would cost more than the whole query otherwise does.
-// Authentication comes from the KubeConfig on every request (token files rotate, exec plugins).
+// Authentication comes from the KubeConfig, asked at most once a second (kube-credentials.ts:
+// client-node reads the certificate files on every call; token files rotate, exec plugins expire).
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from '../../shared/clock.js';
 import { AGENT_VERSION } from '../../shared/version.js';
+import { createKubeCredentials } from '../kube-credentials.js';
 
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; query)`;
 /** Connections kept per API server: the query gate runs 4 at once, the catalog 8 reviews. */
@@ -60,9 +63,10 @@ function headerObject(headers: https.RequestOptions['headers']): http.OutgoingHt
   return headers === undefined || isList(headers) ? {} : headers;
 }
 
-export function createKubeRest(kube: KubeConfig): KubeRest {
+export function createKubeRest(kube: KubeConfig, deps: { clock?: Clock } = {}): KubeRest {
+  const credentials = createKubeCredentials(kube, deps);
   let cached: { material: AgentMaterial; agent: https.Agent } | undefined;
-  const agentFor = (options: https.RequestOptions): https.Agent => {
+  const agentFor = (options: Readonly<https.RequestOptions>): https.Agent => {
     const material: AgentMaterial = {
       ca: options.ca,
       cert: options.cert,
@@ -95,8 +99,7 @@ export function createKubeRest(kube: KubeConfig): KubeRest {
   const once = async (request: RestRequest, retryOnReuse: boolean): Promise<RestResponse> => {
     const cluster = kube.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    const options: https.RequestOptions = {};
-    await kube.applyToHTTPSOptions(options);
+    const options = await credentials.options();
     request.signal.throwIfAborted();
     const url = new URL(cluster.server.replace(/\/+$/, '') + request.path);
     const plain = url.protocol === 'http:';

@@ -7,6 +7,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { AGENT_VERSION } from '../../shared/version.js';
+import { createKubeCredentials, type KubeCredentials } from '../kube-credentials.js';
 
 /** A refused request; `statusCode` is what errorCode() reads. The message never holds a body. */
 export class KubeRequestError extends Error {
@@ -37,10 +38,13 @@ export interface KubeGet {
 
 export class KubeHttp {
   readonly #kc: KubeConfig;
+  /** The kubeconfig's options, asked at most once a second (client-node reads files per call). */
+  readonly #credentials: KubeCredentials;
   #agent: { key: string; agent: https.Agent } | undefined;
 
   constructor(kc: KubeConfig) {
     this.#kc = kc;
+    this.#credentials = createKubeCredentials(kc);
   }
 
   /** GETs and parses one JSON document. */
@@ -122,12 +126,11 @@ export class KubeHttp {
     });
   }
 
-  /** The URL, agent and credentials of one request, from the kubeconfig as it is now. */
+  /** The URL, agent and credentials of one request, from the kubeconfig as of at most 1 s ago. */
   async #prepare(request: KubeGet) {
     const cluster = this.#kc.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    const options: https.RequestOptions = {};
-    await this.#kc.applyToHTTPSOptions(options);
+    const options = await this.#credentials.options();
     const url = new URL(cluster.server.replace(/\/+$/, '') + request.path);
     for (const [key, value] of Object.entries(request.query ?? {})) {
       if (value !== undefined) url.searchParams.set(key, value);
@@ -149,7 +152,7 @@ export class KubeHttp {
   }
 
   /** One TLS agent while the kubeconfig's TLS material stays the same (a rotation makes another). */
-  #tlsAgent(options: https.RequestOptions): https.Agent {
+  #tlsAgent(options: Readonly<https.RequestOptions>): https.Agent {
     const material = {
       ca: options.ca,
       cert: options.cert,

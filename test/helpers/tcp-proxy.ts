@@ -11,6 +11,8 @@ export interface TcpForwarder {
   readonly port: number;
   /** Connections currently open through the proxy. */
   open(): number;
+  /** Connections accepted since the proxy started, open or closed. */
+  accepted(): number;
   /** Destroys every open connection on both sides. */
   cut(): void;
   /**
@@ -34,6 +36,7 @@ export interface TcpProxy extends Omit<TcpForwarder, 'port'> {
 export async function startTcpForwarder(host: string, port: number): Promise<TcpForwarder> {
   const pairs = new Set<{ client: Socket; server: Socket }>();
   let held: Socket[] | undefined;
+  let accepted = 0;
   const forward = (client: Socket): void => {
     if (client.destroyed) return;
     const server = connect(port, host);
@@ -50,6 +53,7 @@ export async function startTcpForwarder(host: string, port: number): Promise<Tcp
     server.on('error', end).on('close', end);
   };
   const proxy = createServer((client) => {
+    accepted += 1;
     if (held === undefined) {
       forward(client);
       return;
@@ -65,6 +69,7 @@ export async function startTcpForwarder(host: string, port: number): Promise<Tcp
   return {
     port: address.port,
     open: () => pairs.size,
+    accepted: () => accepted,
     cut() {
       for (const { client, server } of pairs) {
         client.resetAndDestroy();
@@ -124,6 +129,7 @@ export async function startTcpProxy(kc: KubeConfig): Promise<TcpProxy> {
   return {
     kubeConfig: via,
     open: () => forwarder.open(),
+    accepted: () => forwarder.accepted(),
     cut: () => {
       forwarder.cut();
     },
