@@ -4,7 +4,7 @@
 // owns argv, env, signals and the exit code.
 import { createConsoleRelay } from './consoles/console-relay.js';
 import { join } from 'node:path';
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../shared/clock.js';
@@ -124,19 +124,29 @@ export interface Collector {
   readonly done: Promise<void>;
 }
 
-/** The probe the readiness check uses, on the collector's own credentials. */
+/** Neither call below has a deadline of its own (/readyz bounds its checks). */
+const NO_DEADLINE = new AbortController().signal;
+
+/**
+ * The probe the readiness check uses, on the collector's own credentials: one TLS agent for every
+ * probe (the session resumed), where a typed client built a new agent and a full TLS handshake
+ * for each of the kubelet's probes.
+ */
 export function createClusterProbe(kube: KubeConfig): ClusterProbe {
-  const core = kube.makeApiClient(CoreV1Api);
+  const http = new KubeHttp(kube);
   return {
     async listOneNamespace() {
-      await core.listNamespace({ limit: 1 });
+      await http.getJson({ path: '/api/v1/namespaces', query: { limit: '1' } }, NO_DEADLINE);
     },
   };
 }
 
 /** Reads the kube-system namespace's UID, the cluster id every gateway session reports. */
 export async function readClusterId(kube: KubeConfig): Promise<string> {
-  const namespace = await kube.makeApiClient(CoreV1Api).readNamespace({ name: 'kube-system' });
+  const namespace = (await new KubeHttp(kube).getJson(
+    { path: '/api/v1/namespaces/kube-system' },
+    NO_DEADLINE,
+  )) as { metadata?: { uid?: string } };
   const uid = namespace.metadata?.uid;
   if (uid === undefined || uid === '') throw new Error('the kube-system namespace has no uid');
   return uid;

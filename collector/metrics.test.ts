@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import perfHooks from 'node:perf_hooks';
+import { describe, expect, it, vi } from 'vitest';
 import { bufferStats as stats } from '../test/helpers/buffer-stats.js';
 import { Registry } from 'prom-client';
 import {
@@ -9,6 +10,24 @@ import {
 } from './metrics.js';
 
 describe('collector metrics', () => {
+  it('samples the event loop delay once a second, not on a 10 ms timer (an idle CPU cost)', () => {
+    const monitor = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
+    try {
+      createCollectorMetrics(
+        {
+          bufferStats: () => stats({}),
+          connectionState: () => 'connected',
+          lastHeartbeatAt: () => undefined,
+          now: () => 0,
+        },
+        { version: '0.1.0', clusterId: 'c-1', agentId: 'a-1' },
+      );
+      expect(monitor.mock.calls.map(([options]) => options?.resolution)).toEqual([1000]);
+    } finally {
+      monitor.mockRestore();
+    }
+  });
+
   it('reads live values at scrape time and counts drops by reason', async () => {
     let state: ConnectionState = 'connecting';
     let current = stats({});

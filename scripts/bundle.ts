@@ -4,10 +4,16 @@
 // the process reaches, not every module its dependencies' entry points import: most of an idle
 // collector's memory is module code (see the README's Sizing section).
 //
+// The source text itself stays in V8's heap for the process's life (lazy compilation needs it), so
+// the bundle is written small: whitespace and comments minified (names kept, so stack traces still
+// name functions; licence comments go to <process>.js.LEGAL.txt), and ASCII only. One non-ASCII
+// character anywhere (a comment, a regular expression literal, which esbuild does not escape)
+// makes V8 hold the whole text as a two-byte string, twice its size; the build fails on one.
+//
 // Run the bundle with `node --enable-source-maps dist/bundle/collector.js` for stack traces in
 // the TypeScript sources. `--outdir=DIR` writes it elsewhere (tests and the bench do): the
 // directory is self-contained and runs from anywhere.
-import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,6 +81,17 @@ function copyNativePackages(names: ReadonlySet<string>): void {
   }
 }
 
+/** Fails the build when `path` holds a non-ASCII character, naming where (see the header). */
+function assertAscii(path: string): void {
+  const text = readFileSync(path, 'latin1');
+  const at = text.search(/[\x80-\xff]/);
+  if (at === -1) return;
+  const excerpt = text.slice(Math.max(0, at - 80), at + 40).replace(/[^\x20-\x7e]/g, '?');
+  throw new Error(
+    `${relative(root, path)}: a non-ASCII byte at offset ${String(at)} (V8 would hold the whole bundle as a two-byte string): ...${excerpt}... Escape it in the source (\\u00b5 in a regular expression) or find which dependency brings it.`,
+  );
+}
+
 async function main(): Promise<void> {
   rmSync(outDir, { recursive: true, force: true });
   const result = await build({
@@ -93,9 +110,14 @@ async function main(): Promise<void> {
     // Pick the ES module build of a dependency that ships both, as the compiled code does.
     mainFields: ['module', 'main'],
     banner: { js: BANNER },
+    minifyWhitespace: true,
+    legalComments: 'linked',
     metafile: true,
     logLevel: 'warning',
   });
+  for (const file of Object.keys(result.metafile.outputs)) {
+    if (file.endsWith('.js')) assertAscii(resolve(root, file));
+  }
   // Only the native packages an output really imports: the executor's bundle gets none.
   const imported = new Set(
     Object.values(result.metafile.outputs).flatMap((output) =>

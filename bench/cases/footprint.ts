@@ -12,8 +12,9 @@
 // (`node /app/collector.js`, Dockerfile.collector) with its NODE_OPTIONS, so the target is on the
 // bundle started with the image's V8 flags that this Node has (`--max-semi-space-size=8`; the
 // old-space percentage flag exists from Node 24 only, and sizes a limit the idle process is far
-// below). The tsc output (`node dist/js/collector/main.js`) and the bundle without those flags
-// and with `--enable-source-maps` are measured beside it.
+// below) and the image's GLIBC_TUNABLES (glibc's mmap threshold fixed). The tsc output
+// (`node dist/js/collector/main.js`) and the bundle without those flags and that environment,
+// and with `--enable-source-maps`, are measured beside it.
 //
 // Then what each heavy dependency costs: a bare process that imports just that package (and, for
 // better-sqlite3, opens an in-memory database, which loads the addon as the collector does),
@@ -50,9 +51,11 @@ const IDLE_MS = 60_000;
 const RSS_TARGET_MIB = 80;
 const IDLE_CPU_TARGET_S_PER_MIN = 0.1;
 
-/** The row measured as the image runs the collector: the bundle with the image's V8 flags. */
+/** The row measured as the image runs the collector: the bundle, the image's V8 flags and env. */
 const IMAGE_ROW = 'bundled, image V8 flags';
 const IMAGE_NODE_FLAGS = ['--max-semi-space-size=8'] as const;
+/** The image's environment beyond NODE_OPTIONS (Dockerfile.collector). */
+const IMAGE_ENV = { GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=131072' } as const;
 
 const CLOCK_TICKS = 100;
 
@@ -307,8 +310,15 @@ export const footprintBench: BenchCase = {
       delete env['KUBEXA_AGENT_ID'];
       delete env['NODE_OPTIONS'];
 
-      const collector = (name: string, nodeArgs: readonly string[]): Measured =>
-        startCollector(name, nodeArgs, collectorConfig(dir, name, gatewayPort), env);
+      const collector = (
+        name: string,
+        nodeArgs: readonly string[],
+        extraEnv: NodeJS.ProcessEnv = {},
+      ): Measured =>
+        startCollector(name, nodeArgs, collectorConfig(dir, name, gatewayPort), {
+          ...env,
+          ...extraEnv,
+        });
       processes.push(
         startProbe('bare node', '', env),
         startProbe(
@@ -318,7 +328,7 @@ export const footprintBench: BenchCase = {
         ),
         collector('compiled collector', [compiled]),
         collector('bundled collector', [join(bundleDir, 'collector.js')]),
-        collector(IMAGE_ROW, [...IMAGE_NODE_FLAGS, join(bundleDir, 'collector.js')]),
+        collector(IMAGE_ROW, [...IMAGE_NODE_FLAGS, join(bundleDir, 'collector.js')], IMAGE_ENV),
         collector('bundled, source maps', [
           '--enable-source-maps',
           join(bundleDir, 'collector.js'),

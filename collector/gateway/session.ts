@@ -185,6 +185,8 @@ export class Session {
   readonly #controller = new AbortController();
   readonly #settingsChanged = new Wakeup();
   readonly #throttleChanged = new Wakeup();
+  /** Resolves the sweep's wait for outstanding work (set only while it waits). */
+  #onWorkOutstanding: (() => void) | undefined;
   #call: ConnectCall | undefined;
   #client: AgentClient | undefined;
   #consoleClient: (() => AgentClient) | undefined;
@@ -596,6 +598,7 @@ export class Session {
       const now = this.#ctx.clock.now();
       this.#window.add(id, now);
       this.#acks.add(1, now);
+      this.#workOutstanding();
       await this.#write(payload);
     } else {
       // Without acks, the hand-off to HTTP/2 is the best evidence of delivery we get.
@@ -686,12 +689,15 @@ export class Session {
   }
 
   /**
-   * Every flush interval: returns items whose Ack is overdue to the buffer (charging each one
-   * attempt), and ends the session when nothing it waits for has moved for the stall timeout.
+   * Every flush interval while something is outstanding: returns items whose Ack is overdue to
+   * the buffer (charging each one attempt), and ends the session when nothing it waits for has
+   * moved for the stall timeout. With nothing sent and unsettled nothing can be overdue or stall,
+   * so an idle session arms no timer here until its next write (an idle collector's CPU).
    */
   async #sweepLoop(): Promise<void> {
     const signal = this.#controller.signal;
     for (;;) {
+      await this.#untilWorkOutstanding(signal);
       await this.#settingsChanged.sleep(
         this.#ctx.clock,
         this.#ctx.settings.flushIntervalMs,
@@ -700,6 +706,33 @@ export class Session {
       if (this.#deliveryAcks) this.#redeliverOverdue();
       if (this.#endIfStalled()) return;
     }
+  }
+
+  #hasWorkOutstanding(): boolean {
+    return this.#window.size > 0 || this.#acks.outstanding > 0 || this.#writes.outstanding > 0;
+  }
+
+  /** Resolves at once when work is outstanding, else at the next send or write. */
+  #untilWorkOutstanding(signal: AbortSignal): Promise<void> {
+    if (this.#hasWorkOutstanding()) return Promise.resolve();
+    if (signal.aborted) return Promise.reject(toError(signal.reason));
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => {
+        this.#onWorkOutstanding = undefined;
+        reject(toError(signal.reason));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#onWorkOutstanding = () => {
+        this.#onWorkOutstanding = undefined;
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+    });
+  }
+
+  /** A send or a write is outstanding now: wakes the sweep if it waits for one. */
+  #workOutstanding(): void {
+    this.#onWorkOutstanding?.();
   }
 
   #redeliverOverdue(): void {
@@ -747,6 +780,7 @@ export class Session {
     const signal = this.#controller.signal;
     if (!call || signal.aborted) throw toError(signal.reason ?? new Error('session ended'));
     this.#writes.add(1, this.#ctx.clock.now());
+    this.#workOutstanding();
     const hasRoom = call.write(bytes, (err: Error | null | undefined) => {
       this.#writes.settle(1, this.#ctx.clock.now());
       onWritten?.(err);

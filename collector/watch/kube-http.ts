@@ -12,10 +12,13 @@ import { createKubeCredentials, type KubeCredentials } from '../kube-credentials
 /** A refused request; `statusCode` is what errorCode() reads. The message never holds a body. */
 export class KubeRequestError extends Error {
   readonly statusCode: number;
-  constructor(statusCode: number, message: string) {
+  /** The Status message the API server gave (at most 300 characters), or ''. */
+  readonly reason: string;
+  constructor(statusCode: number, message: string, reason = '') {
     super(message);
     this.name = 'KubeRequestError';
     this.statusCode = statusCode;
+    this.reason = reason;
   }
 }
 
@@ -205,6 +208,7 @@ async function refusal(response: http.IncomingMessage, path: string): Promise<Ku
     // A cut error body: the status alone still says what happened.
   }
   let message = `${path} answered HTTP ${String(status)}`;
+  let reason = '';
   let code = status;
   try {
     const parsed = JSON.parse(Buffer.concat(parts).toString('utf8')) as {
@@ -213,11 +217,12 @@ async function refusal(response: http.IncomingMessage, path: string): Promise<Ku
       code?: unknown;
     };
     if (parsed.kind === 'Status' && typeof parsed.message === 'string') {
-      message = `${message}: ${parsed.message.slice(0, 300)}`;
+      reason = parsed.message.slice(0, 300);
+      message = `${message}: ${reason}`;
     }
     if (typeof parsed.code === 'number' && parsed.code >= 400) code = parsed.code;
   } catch {
     // Not a Status: the code alone.
   }
-  return new KubeRequestError(code, message);
+  return new KubeRequestError(code, message, reason);
 }

@@ -2,10 +2,10 @@
 // node_modules, so only what the bundle carries can load) against the test cluster and an
 // in-process demo gateway: it handshakes with the kube-system UID, opens its SQLite buffer and
 // checkpoints through the better-sqlite3 addon copied beside it, becomes ready, and exits 0 on
-// SIGTERM.
+// SIGTERM. Its text is ASCII only (V8 keeps it as a one-byte string).
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -41,6 +41,18 @@ describe('bundled collector process', () => {
 
   afterAll(() => {
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('is ASCII only, so V8 holds its source text at one byte a character', () => {
+    // The text stays in V8's heap for the process's life: one non-ASCII character (a comment's
+    // typographic quote, a micro sign in a regular expression) doubles it (scripts/bundle.ts).
+    for (const name of ['collector.js', 'executor.js']) {
+      const text = readFileSync(join(bundleDir, name), 'latin1');
+      const at = text.search(/[\x80-\xff]/);
+      expect(at === -1 ? 'ascii' : `${name}: ${text.slice(Math.max(0, at - 60), at + 20)}`).toBe(
+        'ascii',
+      );
+    }
   });
 
   it('starts from its own directory, handshakes, uses SQLite, becomes ready, exits 0 on SIGTERM', async () => {

@@ -117,6 +117,10 @@ describe.each([
     );
   });
 
+  it("returns freed blocks to the kernel: glibc's mmap threshold fixed, not rising", () => {
+    expect(config.Env).toContain('GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072');
+  });
+
   it('has Node and its libraries, and no shell, no npm, no package manager', () => {
     expect(files.has('usr/local/bin/node')).toBe(true);
     for (const absent of [

@@ -1,9 +1,9 @@
-import { ApiException } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentMessage } from '../../../proto/index.js';
 import { FakeClock } from '../../../test/helpers/fake-clock.js';
 import { captureLogs } from '../../../test/helpers/gateway-harness.js';
 import type { BufferItem } from '../../buffer/types.js';
+import { KubeRequestError } from '../../watch/kube-http.js';
 import {
   KubeMetricsScraper,
   UNAVAILABLE_RETRY_MS,
@@ -184,11 +184,10 @@ describe('metrics.k8s.io scrapes', () => {
 
   it('warns once while metrics.k8s.io is absent, retries every 30 s, and recovers', async () => {
     const { api, items, scraper, abort, tick, logs, clock, records } = setup();
-    api.failure = new ApiException(
+    api.failure = new KubeRequestError(
       404,
-      'Not Found',
-      { message: 'the server could not find the requested resource' },
-      {},
+      '/apis/metrics.k8s.io/v1beta1/pods answered HTTP 404: the server could not find the requested resource',
+      'the server could not find the requested resource',
     );
     scraper.start(abort.signal);
     await tick(10_000);
@@ -212,7 +211,11 @@ describe('metrics.k8s.io scrapes', () => {
 
   it('backs off from 5 s on other errors and logs a reason once', async () => {
     const { api, scraper, abort, tick, logs, clock } = setup([{ ...rule, resources: ['pods'] }]);
-    api.failure = new ApiException(500, 'Internal', { message: 'etcd is sad' }, {});
+    api.failure = new KubeRequestError(
+      500,
+      '/apis/metrics.k8s.io/v1beta1/pods answered HTTP 500: etcd is sad',
+      'etcd is sad',
+    );
     scraper.start(abort.signal);
     await tick(7_500);
     expect(clock.pending()).toEqual([5_000]);

@@ -316,7 +316,7 @@ export function windowSeconds(window: string | undefined): number {
   };
   let seconds = 0;
   let matched = '';
-  for (const match of window.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) {
+  for (const match of window.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us|\u00b5s|ns)/g)) {
     seconds += Number(match[1]) * (units[match[2] ?? 's'] ?? 0);
     matched += match[0];
   }

@@ -1,12 +1,8 @@
 // The collector's reads of metrics.k8s.io (PodMetrics, NodeMetrics) and, for rules with
 // selectors, of the pods they select: behind an interface so tests and a later shared watch layer
 // can stand in for the API server.
-import {
-  ApiException,
-  CoreV1Api,
-  CustomObjectsApi,
-  type KubeConfig,
-} from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubeHttp, KubeRequestError } from '../../watch/kube-http.js';
 
 export interface ContainerUsage {
   readonly name: string;
@@ -47,42 +43,47 @@ interface ItemList {
   readonly items?: readonly UsageItem[];
 }
 
+interface PodList {
+  readonly items?: readonly { readonly metadata?: { namespace?: string; name?: string } }[];
+}
+
+/**
+ * Over the collector's own HTTP client (watch/kube-http.ts): one TLS agent for every scrape, so
+ * a scrape resumes the TLS session; client-node's typed clients built a new agent, a new TLS
+ * context and a full handshake for each request (an idle collector's CPU, README's Sizing).
+ */
 export function kubeMetricsApi(kube: KubeConfig): MetricsApi {
-  const custom = kube.makeApiClient(CustomObjectsApi);
-  const core = kube.makeApiClient(CoreV1Api);
+  const http = new KubeHttp(kube);
+  const base = `/apis/${GROUP}/${VERSION}`;
+  const items = async (path: string, signal: AbortSignal): Promise<readonly UsageItem[]> =>
+    ((await http.getJson({ path }, signal)) as ItemList).items ?? [];
   return {
-    async listPodMetrics(namespace) {
-      const list = (
+    listPodMetrics: (namespace, signal) =>
+      items(
         namespace === ''
-          ? await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: 'pods' })
-          : await custom.listNamespacedCustomObject({
-              group: GROUP,
-              version: VERSION,
-              namespace,
-              plural: 'pods',
-            })
-      ) as ItemList;
-      return list.items ?? [];
-    },
-    async listNodeMetrics() {
-      const list = (await custom.listClusterCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: 'nodes',
-      })) as ItemList;
-      return list.items ?? [];
-    },
-    async listSelectedPods({ namespace, labelSelector, fieldSelector }) {
-      const selectors = {
-        ...(labelSelector === '' ? {} : { labelSelector }),
-        ...(fieldSelector === '' ? {} : { fieldSelector }),
-      };
-      const list =
-        namespace === ''
-          ? await core.listPodForAllNamespaces(selectors)
-          : await core.listNamespacedPod({ namespace, ...selectors });
+          ? `${base}/pods`
+          : `${base}/namespaces/${encodeURIComponent(namespace)}/pods`,
+        signal,
+      ),
+    listNodeMetrics: (signal) => items(`${base}/nodes`, signal),
+    async listSelectedPods({ namespace, labelSelector, fieldSelector }, signal) {
+      const list = (await http.getJson(
+        {
+          path:
+            namespace === ''
+              ? '/api/v1/pods'
+              : `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`,
+          query: {
+            labelSelector: labelSelector === '' ? undefined : labelSelector,
+            fieldSelector: fieldSelector === '' ? undefined : fieldSelector,
+          },
+        },
+        signal,
+      )) as PodList;
       return new Set(
-        list.items.map((pod) => `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`),
+        (list.items ?? []).map(
+          (pod) => `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
+        ),
       );
     },
   };
@@ -93,8 +94,8 @@ export function kubeMetricsApi(kube: KubeConfig): MetricsApi {
  * backend is down: 503), as opposed to a transient or permission error.
  */
 export function isMetricsApiUnavailable(err: unknown): boolean {
-  if (err instanceof ApiException) {
-    if (err.code === 404 || err.code === 503) return true;
+  if (err instanceof KubeRequestError) {
+    if (err.statusCode === 404 || err.statusCode === 503) return true;
   }
   const message = err instanceof Error ? err.message : String(err);
   return (
@@ -105,15 +106,8 @@ export function isMetricsApiUnavailable(err: unknown): boolean {
 
 /** A short, request-free description of a failed call, for one log line. */
 export function describeApiError(err: unknown): string {
-  if (err instanceof ApiException) {
-    const body = typeof err.body === 'string' ? err.body : JSON.stringify(err.body);
-    let reason: string;
-    try {
-      reason = (JSON.parse(body) as { message?: string }).message ?? '';
-    } catch {
-      reason = body.slice(0, 200);
-    }
-    return `HTTP ${String(err.code)}${reason === '' ? '' : `: ${reason}`}`;
+  if (err instanceof KubeRequestError) {
+    return `HTTP ${String(err.statusCode)}${err.reason === '' ? '' : `: ${err.reason}`}`;
   }
   return (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? 'unknown error';
 }

@@ -1,5 +1,6 @@
 // The real Kubernetes access of the pod log source, built from a KubeConfig in main.ts.
-import { AppsV1Api, BatchV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig, V1OwnerReference } from '@kubernetes/client-node';
+import { KubeHttp } from '../../watch/kube-http.js';
 import { PodLogHttp } from './pod-log-http.js';
 import { kubePodListWatch, type PodListWatch } from './kube-pod-list-watch.js';
 import type { OwnerLookup } from './workload.js';
@@ -32,9 +33,16 @@ export interface PodLogKubeAccess {
   readonly owners: OwnerLookup;
 }
 
+/** An owner lookup has no deadline of its own (the resolver falls back to the direct owner). */
+const NO_DEADLINE = new AbortController().signal;
+
+interface OwnedObject {
+  readonly metadata?: { readonly ownerReferences?: readonly V1OwnerReference[] };
+}
+
 export function kubePodLogAccess(kc: KubeConfig): PodLogKubeAccess {
-  const apps = kc.makeApiClient(AppsV1Api);
-  const batch = kc.makeApiClient(BatchV1Api);
+  // Owner lookups over one TLS agent (sessions resumed), not a typed client's agent per request.
+  const rest = new KubeHttp(kc);
   const http = new PodLogHttp(kc);
   return {
     listWatch: (namespace) => kubePodListWatch(kc, namespace),
@@ -42,11 +50,11 @@ export function kubePodLogAccess(kc: KubeConfig): PodLogKubeAccess {
       read: (request, signal, onChunk) => http.read(request, signal, onChunk),
     },
     owners: async (kind, namespace, name) => {
-      const object =
-        kind === 'ReplicaSet'
-          ? await apps.readNamespacedReplicaSet({ namespace, name })
-          : await batch.readNamespacedJob({ namespace, name });
-      return object.metadata?.ownerReferences?.find((ref) => ref.controller);
+      const collection = kind === 'ReplicaSet' ? 'apps/v1/namespaces' : 'batch/v1/namespaces';
+      const plural = kind === 'ReplicaSet' ? 'replicasets' : 'jobs';
+      const path = `/apis/${collection}/${encodeURIComponent(namespace)}/${plural}/${encodeURIComponent(name)}`;
+      const object = (await rest.getJson({ path }, NO_DEADLINE)) as OwnedObject;
+      return object.metadata?.ownerReferences?.find((ref) => ref.controller === true);
     },
   };
 }
