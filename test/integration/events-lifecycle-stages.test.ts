@@ -204,7 +204,18 @@ describe('pod lifecycle events from pods kwok drives through its Stages', () => 
     expect(seen('crasher')).toEqual(['CREATED', 'STARTED', 'CRASH_LOOP_BACK_OFF', 'DELETED']);
     expect(seen('evicted')).toEqual(['CREATED', 'STARTED', 'EVICTED', 'DELETED']);
     expect(seen('puller')).toEqual(['CREATED', 'ERR_IMAGE_PULL', 'IMAGE_PULL_BACK_OFF', 'DELETED']);
-    expect(seen(completed)).toEqual(['CREATED', 'STARTED', 'COMPLETED', 'DELETED']);
+    // kwok's default Stages take the Job's pod Pending -> Running -> Succeeded in two writes back
+    // to back, with no delay. One run saw CREATED, COMPLETED, DELETED: the collector met the pod
+    // only once it had finished (its lifecycle watch opened, or re-listed, between the writes),
+    // and a state it never saw owes no STARTED. What is owed: COMPLETED once, STARTED at most
+    // once. The three pods above still owe their STARTED (their Stages wait between writes).
+    const jobPod = seen(completed);
+    expect(jobPod.filter((type) => type !== 'STARTED')).toEqual([
+      'CREATED',
+      'COMPLETED',
+      'DELETED',
+    ]);
+    expect(jobPod.filter((type) => type === 'STARTED').length).toBeLessThanOrEqual(1);
 
     const common = { namespace: ns.name, container: 'app', node: NODE };
     expect(event(oom, 'OOM_KILLED')).toMatchObject({
