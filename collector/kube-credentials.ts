@@ -5,7 +5,9 @@
 // reads on the event loop per query. Asked at most once a second, a rotated certificate file is
 // still picked up within a second, and a rotated ServiceAccount token as before: client-node's
 // FileAuth reads the token file again on the first call 60 s after its last read, so the cache
-// delays that by at most `maxAgeMs`.
+// delays that by at most `maxAgeMs`. The same bound holds for a token an exec plugin or OIDC
+// provider hands out: a request made in the second after that token expired may still carry it
+// and be refused (401), and the next second's requests carry the refreshed one.
 import type https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { systemClock, type Clock } from '../shared/clock.js';
