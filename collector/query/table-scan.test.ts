@@ -132,6 +132,17 @@ describe('TABLE answers walked as bytes', () => {
     );
   });
 
+  it('knows a Secret by its kind written with an escape, as parsing it would', () => {
+    const text =
+      '{"kind":"Table","rows":[{"cells":[],"object":{"kind":"Secr\\u0065t",' +
+      '"metadata":{"name":"a"},"data":{"password":"c2VjcmV0"}}}]}';
+    const scanned = scanTable(Buffer.from(text), { names: [], resource: 'pods' });
+    expect(JSON.parse(scanned.payload.toString('utf8'))).toEqual({
+      kind: 'Table',
+      rows: [{ cells: [], object: { kind: 'Secret', metadata: { name: 'a' } } }],
+    });
+  });
+
   it('reads continue and remainingItemCount, and says when the answer is not a Table', () => {
     const table = scanTable(
       Buffer.from('{"kind":"Table","metadata":{"continue":"t","remainingItemCount":3},"rows":[]}'),

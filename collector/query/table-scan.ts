@@ -80,26 +80,73 @@ interface Member {
 /**
  * The payload, written straight into one Buffer: the answer's ranges and single bytes. It is never
  * longer than the answer plus `"rows":[]` (members are only dropped, never added, except that).
+ *
+ * Ranges of the answer are not copied at once: a range that starts where the pending one ends, or
+ * a single byte equal to the answer's next byte there, extends the pending range, so a kept row
+ * (its members and the braces and commas between them, as the API server wrote them) is copied in
+ * one piece. The bytes written are the same either way.
  */
 class Output {
   readonly bytes: Buffer;
-  at = 0;
-  constructor(capacity: number) {
+  private readonly source: Buffer;
+  private written = 0;
+  /** The range of `source` not yet copied, written after `written`. */
+  private pendingStart = 0;
+  private pendingEnd = 0;
+  constructor(source: Buffer, capacity: number) {
+    this.source = source;
     this.bytes = Buffer.allocUnsafe(capacity);
   }
-  range(source: Buffer, start: number, end: number): void {
+  /** Where the next byte goes: mark, then reset to drop what was written after. */
+  get at(): number {
+    return this.written + this.pendingEnd - this.pendingStart;
+  }
+  reset(at: number): void {
+    this.flush();
+    this.written = at;
+  }
+  private flush(): void {
+    const start = this.pendingStart;
+    const end = this.pendingEnd;
+    if (end === start) return;
+    this.pendingStart = this.pendingEnd = 0;
     // A native copy costs more than a short loop.
     if (end - start < 32) {
       const bytes = this.bytes;
-      let at = this.at;
+      const source = this.source;
+      let at = this.written;
       for (let i = start; i < end; i++) bytes[at++] = source[i] ?? 0;
-      this.at = at;
+      this.written = at;
       return;
     }
-    this.at += source.copy(this.bytes, this.at, start, end);
+    this.written += this.source.copy(this.bytes, this.written, start, end);
+  }
+  range(source: Buffer, start: number, end: number): void {
+    if (source === this.source) {
+      if (start === this.pendingEnd && end >= start) {
+        this.pendingEnd = end;
+        return;
+      }
+      this.flush();
+      this.pendingStart = start;
+      this.pendingEnd = end;
+      return;
+    }
+    this.flush();
+    this.written += source.copy(this.bytes, this.written, start, end);
   }
   byte(code: number): void {
-    this.bytes[this.at++] = code;
+    if (this.pendingEnd !== this.pendingStart && this.source[this.pendingEnd] === code) {
+      this.pendingEnd++;
+      return;
+    }
+    this.flush();
+    this.bytes[this.written++] = code;
+  }
+  /** The payload written: the Buffer's first bytes. */
+  finish(): Buffer {
+    this.flush();
+    return this.bytes.subarray(0, this.written);
   }
 }
 
@@ -319,6 +366,49 @@ function stringOf(body: Buffer, member: Member | undefined): string | undefined 
   return body.toString('utf8', member.valueStart + 1, member.end - 1);
 }
 
+/** Whether the member's value is the literal null (valueEnd checked the token). */
+function isNull(body: Buffer, member: Member): boolean {
+  const at = member.valueStart;
+  return (
+    member.end - at === 4 &&
+    body[at] === 0x6e &&
+    body[at + 1] === 0x75 &&
+    body[at + 2] === 0x6c &&
+    body[at + 3] === 0x6c
+  );
+}
+
+const SECRET_KIND = Buffer.from('"Secret"', 'utf8');
+
+/** stringOf(...) === 'Secret', without decoding a string that has no escape. */
+function isSecretKind(body: Buffer, member: Member | undefined): boolean {
+  if (member === undefined || body[member.valueStart] !== QUOTE) return false;
+  const start = member.valueStart;
+  if (member.end - start === SECRET_KIND.length) {
+    let same = true;
+    for (let i = 0; i < SECRET_KIND.length; i++) {
+      if (body[start + i] !== SECRET_KIND[i]) {
+        same = false;
+        break;
+      }
+    }
+    if (same) return true;
+  }
+  for (let i = start + 1; i < member.end - 1; i++) {
+    if (body[i] === BACKSLASH) return stringOf(body, member) === 'Secret';
+  }
+  return false;
+}
+
+/**
+ * Whether a row with this metadata.name is kept: a name that is not a string drops it, and the
+ * name is decoded only when there are patterns to match.
+ */
+function nameAllowed(body: Buffer, options: TableScanOptions, name: Member | undefined): boolean {
+  if (name === undefined || body[name.valueStart] !== QUOTE) return false;
+  return options.names.length === 0 || namesAllow(options.names, stringOf(body, name) ?? '');
+}
+
 interface RowContext {
   readonly body: Buffer;
   readonly options: TableScanOptions;
@@ -333,10 +423,7 @@ interface RowContext {
 function writeRow(context: RowContext, out: Output, row: readonly Member[]): boolean {
   const { body, options } = context;
   const objectMember = only(body, row, KEYS.object);
-  if (
-    objectMember === undefined ||
-    body.toString('latin1', objectMember.valueStart, objectMember.end) === 'null'
-  ) {
+  if (objectMember === undefined || isNull(body, objectMember)) {
     if (options.names.length > 0) return false;
     writeObject(body, out, row, () => 'copy');
     return true;
@@ -345,10 +432,8 @@ function writeRow(context: RowContext, out: Output, row: readonly Member[]): boo
   if (object === undefined) return false;
   const metadata = only(body, object, KEYS.metadata)?.children;
   if (metadata === undefined) return false;
-  const name = stringOf(body, only(body, metadata, KEYS.name));
-  if (name === undefined || !namesAllow(options.names, name)) return false;
-  const isSecret =
-    context.secretsByResource || stringOf(body, only(body, object, KEYS.kind)) === 'Secret';
+  if (!nameAllowed(body, options, only(body, metadata, KEYS.name))) return false;
+  const isSecret = context.secretsByResource || isSecretKind(body, only(body, object, KEYS.kind));
   // The TABLE view never carries Secret values, whatever redaction says (the seed's promise).
   writeObject(body, out, row, (member) => {
     if (member !== objectMember) return 'copy';
@@ -381,7 +466,7 @@ function rowAt(
   const mark = out.at;
   if (!first) out.byte(COMMA);
   const written = writeRow(context, out, row.members);
-  if (!written) out.at = mark;
+  if (!written) out.reset(mark);
   return { end: row.end, written };
 }
 
@@ -467,7 +552,7 @@ export function scanTable(body: Buffer, options: TableScanOptions): ScannedTable
   const start = skipSpace(body, 0);
   if (body[start] !== OPEN_OBJECT) throw new TableShapeError('not an object', start);
   const context: RowContext = { body, options, secretsByResource: options.resource === 'secrets' };
-  const out = new Output(body.length + ROWS_MEMBER.length + 1);
+  const out = new Output(body, body.length + ROWS_MEMBER.length + 1);
   const members = writeTopLevel(context, out, start);
   const metadataMember = only(body, members, KEYS.metadata);
   const metadata =
@@ -477,5 +562,5 @@ export function scanTable(body: Buffer, options: TableScanOptions): ScannedTable
   if (stringOf(body, only(body, members, KEYS.kind)) !== 'Table') {
     return { isTable: false, payload: Buffer.alloc(0), metadata };
   }
-  return { isTable: true, payload: out.bytes.subarray(0, out.at), metadata };
+  return { isTable: true, payload: out.finish(), metadata };
 }
