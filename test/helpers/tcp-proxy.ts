@@ -133,8 +133,8 @@ export async function startTcpProxy(kc: KubeConfig): Promise<TcpProxy> {
     cut: () => {
       forwarder.cut();
     },
-    freeze: () => {
-      forwarder.freeze();
+    freeze: (oldest?: number) => {
+      forwarder.freeze(oldest);
     },
     hold: () => {
       forwarder.hold();
