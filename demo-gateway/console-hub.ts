@@ -68,6 +68,7 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
   readonly transcript: { seq: number; data: Buffer }[] = [];
   #transcriptBytes = 0;
   #call: ConsoleServerCall | undefined;
+  #readingPaused = false;
   /** Output chunks received twice (a replay overlapping what was held): must stay 0. */
   duplicates = 0;
 
@@ -121,6 +122,21 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
     if (this.state === 'open') this.#setState('detached');
   }
 
+  /**
+   * Stops reading the agent's call, as a gateway whose client lags would: nothing more is
+   * received or acknowledged until resumeReading(), so HTTP/2 flow control and the agent's output
+   * window must hold the rest back.
+   */
+  pauseReading(): void {
+    this.#readingPaused = true;
+    this.#call?.pause();
+  }
+
+  resumeReading(): void {
+    this.#readingPaused = false;
+    this.#call?.resume();
+  }
+
   #send(frame: ConsoleGatewayFrame): boolean {
     if (this.#call === undefined) return false;
     this.#call.write(frame);
@@ -135,6 +151,7 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
   /** @internal the agent's call for this console arrived. */
   bind(call: ConsoleServerCall): void {
     this.#call = call;
+    if (this.#readingPaused) call.pause();
     call.on('data', (frame: ConsoleAgentFrame) => {
       this.#onFrame(frame);
     });
