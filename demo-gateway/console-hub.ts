@@ -70,6 +70,7 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
   #call: ConsoleServerCall | undefined;
   /** A size asked for before the call arrived: sent when it binds. */
   #pendingSize: { cols: number; rows: number } | undefined;
+  #readingPaused = false;
   /** Output chunks received twice (a replay overlapping what was held): must stay 0. */
   duplicates = 0;
 
@@ -132,6 +133,21 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
     if (this.state === 'open') this.#setState('detached');
   }
 
+  /**
+   * Stops reading the agent's call, as a gateway whose client lags would: nothing more is
+   * received or acknowledged until resumeReading(), so HTTP/2 flow control and the agent's output
+   * window must hold the rest back.
+   */
+  pauseReading(): void {
+    this.#readingPaused = true;
+    this.#call?.pause();
+  }
+
+  resumeReading(): void {
+    this.#readingPaused = false;
+    this.#call?.resume();
+  }
+
   #send(frame: ConsoleGatewayFrame): boolean {
     if (this.#call === undefined) return false;
     this.#call.write(frame);
@@ -149,6 +165,7 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
     const size = this.#pendingSize;
     this.#pendingSize = undefined;
     if (size !== undefined) this.#send({ frame: { $case: 'resize', value: size } });
+    if (this.#readingPaused) call.pause();
     call.on('data', (frame: ConsoleAgentFrame) => {
       this.#onFrame(frame);
     });

@@ -109,10 +109,11 @@ export function podExecProcess(
   size: TerminalSize | undefined,
 ): StartProcess {
   return async (handlers) => {
-    // Without a TTY nothing ends the process when the connection closes: run it marked, so that
-    // ending the session can end it (non-tty-process.ts).
-    const marked =
-      !target.tty && (await hasShell(kube, target)) ? markCommand(target.command) : undefined;
+    // Nothing ends the process when the connection closes: not without a TTY, and not with one
+    // either (the runtime keeps the terminal open: a `sleep` in it was still running after close,
+    // on v5 and v4 alike). Run it marked, so that ending the session can end it
+    // (non-tty-process.ts); `exec "$@"` keeps the terminal, the PID and the exit status.
+    const marked = (await hasShell(kube, target)) ? markCommand(target.command) : undefined;
     const execTarget = marked === undefined ? target : { ...target, command: marked.argv };
     const exec = await openPodExec(kube, execTarget, {
       onOutput: (stream, data) => {
@@ -140,10 +141,10 @@ export function podExecProcess(
         exec.resume();
       },
       terminate: () => {
-        // Closing the WebSocket alone leaves a non-TTY process running (anchors D.2): a TTY
-        // gets its hang-up when the runtime closes the terminal; stdin is closed first so a
-        // reader of stdin sees its end. A marked process is ended by a second exec first, so
-        // the connection reports its real exit status before it is closed.
+        // Closing the WebSocket alone leaves the process running (anchors D.2), with or without
+        // a TTY; stdin is closed first (v5 only) so a reader of stdin sees its end. A marked
+        // process is ended by a second exec first, so the connection reports its real exit
+        // status before it is closed.
         exec.closeStdin();
         if (marked === undefined) {
           exec.close();

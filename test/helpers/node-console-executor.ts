@@ -79,6 +79,10 @@ export interface NodeConsoleExecutorOptions {
   readonly config: Record<string, unknown>;
   readonly release: string;
   readonly releaseNamespace: string;
+  /** NODE_OPTIONS for the process (e.g. the image's V8 sizing); default: this process's. */
+  readonly nodeOptions?: string;
+  /** node arguments before the executor's own (e.g. --expose-gc). */
+  readonly nodeArgs?: readonly string[];
 }
 
 export class NodeConsoleExecutor {
@@ -138,9 +142,10 @@ export async function startNodeConsoleExecutor(
   };
   delete env['KUBERNETES_SERVICE_HOST'];
   delete env['KUBEXA_COLLECTOR_TOKEN_DIR'];
+  if (options.nodeOptions !== undefined) env['NODE_OPTIONS'] = options.nodeOptions;
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'executor/main.ts', `--config=${configPath}`],
+    [...(options.nodeArgs ?? []), '--import', 'tsx', 'executor/main.ts', `--config=${configPath}`],
     { env, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const executor = new NodeConsoleExecutor(child, socketPath);
