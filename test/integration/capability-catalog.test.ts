@@ -146,11 +146,23 @@ describe('capability catalog', () => {
     /** Resolves when the round the clock just woke has ended (the loop asks for its next sleep). */
     const roundEnded = () => clock.waitForSleep(() => true);
 
-    // The first round sweeps every resource: the proxy holds the reviews, and the catalog never
-    // has more than 8 at the API server.
+    // The first round sweeps every resource. It opens with two reviews of every resource in
+    // every group ("*": list and watch, access-probe.ts), which this identity is refused; held,
+    // they are the only two at the API server: nothing else goes until they are answered.
     reviews.hold();
     const firstRound = roundEnded();
     await catalog.start(new AbortController().signal);
+    await eventually(
+      'the two reviews of every resource held at the proxy',
+      () => Promise.resolve(reviews.held() === 2 || undefined),
+      { timeoutMs: 30_000, intervalMs: 20 },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(reviews.held()).toBe(2);
+    // Then one review per resource and verb: held again, the catalog never has more than 8 at
+    // the API server.
+    reviews.release();
+    reviews.hold();
     await eventually(
       '8 reviews held at the proxy',
       () => Promise.resolve(reviews.held() === 8 || undefined),
@@ -166,8 +178,9 @@ describe('capability catalog', () => {
     expect(reviews.maxInFlight()).toBe(8);
     const resources = catalog.last()?.entries.length ?? 0;
     expect(resources).toBeGreaterThan(8);
-    // A sweep: list for each resource, and watch for those it may list.
-    const perSweep = resources + (catalog.last()?.entries.filter((e) => e.canList).length ?? 0);
+    // A sweep: the two reviews of every resource, then list for each resource, and watch for
+    // those it may list.
+    const perSweep = 2 + resources + (catalog.last()?.entries.filter((e) => e.canList).length ?? 0);
     expect(reviews.seen()).toBe(perSweep);
     expect(catalog.published()).toBe(1);
     expect(discoveries.seen()).toBe(1);
