@@ -71,6 +71,8 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
   /** A size asked for before the call arrived: sent when it binds. */
   #pendingSize: { cols: number; rows: number } | undefined;
   #readingPaused = false;
+  /** An exit that arrived before the output it counts (its last_seq): applied when that has. */
+  #pendingExit: ConsoleExitEvent | undefined;
   /** Output chunks received twice (a replay overlapping what was held): must stay 0. */
   duplicates = 0;
 
@@ -182,6 +184,18 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
     call.on('cancelled', lost);
   }
 
+  /**
+   * The exit names the last output's sequence number: output the agent's window still held when
+   * the process ended comes after the exit. The console ends once all of it is here.
+   */
+  #endWhenComplete(): void {
+    const exit = this.#pendingExit;
+    if (exit === undefined || this.lastSeq < Number(exit.lastSeq)) return;
+    this.#pendingExit = undefined;
+    this.exit = exit;
+    this.#setState('ended');
+  }
+
   #onFrame(frame: ConsoleAgentFrame): void {
     const value = frame.frame;
     switch (value?.$case) {
@@ -204,11 +218,12 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
         // The gateway holds it: the agent may forget it (and its output window reopens).
         this.#send({ frame: { $case: 'ack', value: String(seq) } });
         this.emit('output', value.value.data, seq);
+        this.#endWhenComplete();
         return;
       }
       case 'exit':
-        this.exit = value.value;
-        this.#setState('ended');
+        this.#pendingExit = value.value;
+        this.#endWhenComplete();
         return;
       case 'refusal':
         this.refusal = value.value;
