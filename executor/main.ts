@@ -15,6 +15,7 @@ import { createCommandGuard } from './guard/authorize-command.js';
 import { enabledGateNames, enabledGates } from './guard/enabled-gates.js';
 import { createCommandVerifier, loadCommandKeys } from './guard/verify-command.js';
 import { createTokenMinter } from './identity/token-minter.js';
+import { selfSubjectReviewProbe } from './identity/token-liveness.js';
 import { createGateAccessReporter } from './catalog/gate-access.js';
 import { createExecutorServer } from './server/executor-server.js';
 import { createNodeJobServices } from './jobs/wire-node-jobs.js';
@@ -209,7 +210,12 @@ function collectorTokenMinter(sharedGid: number | undefined, logger: Logger) {
       ...(sharedGid === undefined ? {} : { readerGroup: sharedGid }),
       caCert: readFileSync(join(SERVICE_ACCOUNT_DIR, 'ca.crt'), 'utf8'),
     },
-    { core: kube.makeApiClient(CoreV1Api), clock: systemClock, logger },
+    {
+      core: kube.makeApiClient(CoreV1Api),
+      clock: systemClock,
+      logger,
+      liveness: selfSubjectReviewProbe(kube),
+    },
   );
 }
 

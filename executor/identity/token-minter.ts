@@ -17,6 +17,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
 import type { Service } from '../../shared/lifecycle/service.js';
 import { bindingLost, ensureBindingSecret, type BindingSecret } from './token-binding.js';
+import type { TokenLivenessProbe } from './token-liveness.js';
 
 /**
  * The lifetime the executor asks for: the API server's minimum (10 minutes). The token dies with
@@ -30,6 +31,11 @@ const REFRESH_AT_SHARE = 0.8;
 /** After a failed mint, the next try waits this long (doubling, capped). */
 const RETRY_INITIAL_MS = 1_000;
 const RETRY_MAX_MS = 60_000;
+/**
+ * How often the minted token is checked between refreshes (token-liveness.ts): the longest the
+ * collector stays locked out when its binding Secret is deleted, before the file is replaced.
+ */
+export const LIVENESS_CHECK_MS = 15_000;
 
 export interface TokenMinterOptions {
   /** The collector's ServiceAccount, in the Pod's namespace. */
@@ -47,12 +53,16 @@ export interface TokenMinterOptions {
   /** ca.crt of the cluster, copied next to the token so in-cluster config works unchanged. */
   readonly caCert: string;
   readonly expirationSeconds?: number;
+  /** Between refreshes, the token is checked this often (LIVENESS_CHECK_MS by default). */
+  readonly livenessCheckMs?: number;
 }
 
 export interface TokenMinterDeps {
   readonly core: CoreV1Api;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Absent: no check between refreshes (a refused token waits for the next refresh). */
+  readonly liveness?: TokenLivenessProbe;
 }
 
 export interface MintedToken {
@@ -137,6 +147,9 @@ export function createTokenMinter(options: TokenMinterOptions, deps: TokenMinter
   let loop: Promise<void> | undefined;
 
   let binding: BindingSecret | undefined;
+  /** The token in the file now, which the liveness check asks about. */
+  let current: MintedToken | undefined;
+  const livenessMs = options.livenessCheckMs ?? LIVENESS_CHECK_MS;
 
   const mintAndWrite = async (): Promise<MintedToken> => {
     binding ??= await ensureBindingSecret(deps.core, {
@@ -154,6 +167,7 @@ export function createTokenMinter(options: TokenMinterOptions, deps: TokenMinter
       throw err;
     }
     await writeFileAtomically(options.tokenDir, 'token', minted.token, options.readerGroup);
+    current = minted;
     logger.info(
       {
         expiresAt: new Date(minted.expiresAtMs).toISOString(),
@@ -165,20 +179,49 @@ export function createTokenMinter(options: TokenMinterOptions, deps: TokenMinter
     return minted;
   };
 
-  /** Mints again at each refresh point; after a failure, retries with a doubling delay. */
+  /**
+   * True when the API server refuses the token in place before its refresh point: its binding
+   * Secret was deleted or replaced. The Secret is then created again (or found) before the mint.
+   */
+  const tokenRefused = async (signal: AbortSignal): Promise<boolean> => {
+    if (deps.liveness === undefined || current === undefined) return false;
+    const verdict = await deps.liveness.check(current.token, signal);
+    if (verdict !== 'refused') return false;
+    logger.warn(
+      { boundToSecret: binding?.name, expiresAt: new Date(current.expiresAtMs).toISOString() },
+      "the API server refuses the collector's token before its expiry (its binding Secret was " +
+        'deleted or replaced): creating the Secret again and minting a new token',
+    );
+    binding = undefined;
+    return true;
+  };
+
+  /**
+   * Mints again at each refresh point, and at once when a liveness check finds the token refused;
+   * after a failure, retries with a doubling delay.
+   */
   const run = async (signal: AbortSignal, nextAtMs: number) => {
     let next = nextAtMs;
     let retryMs = RETRY_INITIAL_MS;
+    let nextCheck = deps.clock.now() + livenessMs;
     for (;;) {
+      const checking = deps.liveness !== undefined && nextCheck < next;
       try {
-        await deps.clock.sleep(Math.max(0, next - deps.clock.now()), signal);
+        const wakeAt = checking ? nextCheck : next;
+        await deps.clock.sleep(Math.max(0, wakeAt - deps.clock.now()), signal);
       } catch {
         return; // aborted: the executor is stopping
+      }
+      if (checking) {
+        nextCheck = deps.clock.now() + livenessMs;
+        if (!(await tokenRefused(signal))) continue;
+        if (signal.aborted) return;
       }
       const mintedAtMs = deps.clock.now();
       try {
         const minted = await mintAndWrite();
         next = mintedAtMs + refreshDelayMs(mintedAtMs, minted.expiresAtMs);
+        nextCheck = deps.clock.now() + livenessMs;
         retryMs = RETRY_INITIAL_MS;
       } catch (err: unknown) {
         // The token in place stays until it expires; the collector keeps working meanwhile.
@@ -221,6 +264,7 @@ export function createTokenMinter(options: TokenMinterOptions, deps: TokenMinter
     async close() {
       stop.abort();
       await loop;
+      deps.liveness?.close();
     },
   };
 }

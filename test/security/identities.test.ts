@@ -19,6 +19,7 @@ import {
   mintCollectorToken,
   writeFileAtomically,
 } from '../../executor/identity/token-minter.js';
+import { selfSubjectReviewProbe } from '../../executor/identity/token-liveness.js';
 import { QueryVerb } from '../../proto/index.js';
 import {
   bindingSecretName,
@@ -544,6 +545,67 @@ describe('identities with their real tokens on a real API server', () => {
         { timeoutMs: 30_000, intervalMs: 250 },
       );
       expect(recreated).not.toBe(before);
+    } finally {
+      await minter.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a minted token refused before its refresh (binding Secret deleted) is replaced at the next liveness check, not at the refresh', async () => {
+    if (executor === undefined) throw new Error('beforeAll did not run');
+    // The probe as the executor builds it: the executor's kubeconfig for the server and its CA,
+    // nothing but the token under test as the credential.
+    const probe = selfSubjectReviewProbe(executor);
+    const dir = await mkdtemp(join(tmpdir(), 'kubexa-liveness-'));
+    // The real clock: the refresh is 8 minutes away, so only the liveness check can replace the
+    // token within this test's wait.
+    const minter = createTokenMinter(
+      {
+        serviceAccount: COLLECTOR_SA,
+        namespace: namespace(),
+        podName,
+        podUid,
+        tokenDir: dir,
+        caCert: 'ca',
+        livenessCheckMs: 1_000,
+      },
+      {
+        core: executor.makeApiClient(CoreV1Api),
+        clock: systemClock,
+        logger: pino({ level: 'silent' }),
+        liveness: probe,
+      },
+    );
+    const fileToken = () => readFile(join(dir, 'token'), 'utf8');
+    try {
+      const stop = new AbortController();
+      expect(await probe.check('not-a-token', stop.signal)).toBe('refused');
+      await minter.start(stop.signal);
+      const first = await fileToken();
+      expect(await probe.check(first, stop.signal)).toBe('alive');
+      await core.deleteNamespacedSecret({
+        name: bindingSecretName(podName),
+        namespace: namespace(),
+      });
+      await eventually(
+        'the API server to refuse the first token',
+        async () => ((await review(first))?.authenticated === true ? undefined : true),
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      const replaced = await eventually(
+        'a new token in the file, accepted by the API server',
+        async () => {
+          const token = await fileToken();
+          return token !== first && (await review(token))?.authenticated === true
+            ? token
+            : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 250 },
+      );
+      const collectorNow = kubeConfigForToken(admin, replaced);
+      expect(
+        await statusAs(collectorNow, 'GET', `/api/v1/namespaces/${namespace()}/pods?limit=1`),
+      ).toBe(200);
     } finally {
       await minter.close();
       await rm(dir, { recursive: true, force: true });
