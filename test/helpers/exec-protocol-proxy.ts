@@ -3,12 +3,11 @@
 // (Sec-WebSocket-Protocol). With `v5.channel.k8s.io` taken out, the API server negotiates
 // `v4.channel.k8s.io` as one that does not offer v5 would. Every upgrade is recorded: what the
 // client offered, what reached the API server, and the protocol the API server chose.
-import { request as httpsRequest, createServer, type Server } from 'node:https';
+import { request as httpsRequest } from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { readFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
-import { TLS_FIXTURES } from './gateway-harness.js';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { createProxyServer, forwardRequest, listenProxy, upstreamOf } from './api-server-proxy.js';
 
 export interface RecordedUpgrade {
   readonly path: string;
@@ -27,14 +26,6 @@ export interface ExecProtocolProxy {
   /** A KubeConfig that reaches the API server through the proxy with this bearer token. */
   kubeConfigFor(token: string): KubeConfig;
   close(): Promise<void>;
-}
-
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host']);
-
-function forwardable(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  return Object.fromEntries(
-    Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name.toLowerCase())),
-  );
 }
 
 function protocols(value: string | string[] | undefined): string[] {
@@ -59,41 +50,13 @@ export async function startExecProtocolProxy(
   admin: KubeConfig,
   options: { readonly drop: readonly string[] },
 ): Promise<ExecProtocolProxy> {
-  const cluster = admin.getCurrentCluster();
-  if (cluster === null) throw new Error('the kubeconfig has no current cluster');
-  const upstream = new URL(cluster.server);
-  const ca =
-    cluster.caData !== undefined
-      ? Buffer.from(cluster.caData, 'base64')
-      : cluster.caFile !== undefined
-        ? readFileSync(cluster.caFile)
-        : undefined;
-  const tls = ca === undefined ? { rejectUnauthorized: false } : { ca };
-  const target = { host: upstream.hostname, port: Number(upstream.port || 443), ...tls };
+  const target = upstreamOf(admin);
   const upgrades: RecordedUpgrade[] = [];
   const sockets = new Set<Duplex>();
 
-  const server: Server = createServer(
-    { cert: TLS_FIXTURES.cert, key: TLS_FIXTURES.key },
-    (incoming, outgoing) => {
-      const forwarded = httpsRequest(
-        {
-          ...target,
-          method: incoming.method,
-          path: incoming.url ?? '/',
-          headers: forwardable(incoming.headers),
-        },
-        (answer) => {
-          outgoing.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
-          answer.pipe(outgoing);
-        },
-      );
-      forwarded.once('error', (err) => {
-        outgoing.destroy(err);
-      });
-      incoming.pipe(forwarded);
-    },
-  );
+  const server = createProxyServer((incoming, outgoing) => {
+    forwardRequest(target, incoming, outgoing);
+  });
 
   server.on('upgrade', (incoming: IncomingMessage, client: Duplex, head: Buffer) => {
     sockets.add(client);
@@ -151,36 +114,10 @@ export async function startExecProtocolProxy(
     forwarded.end();
   });
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('proxy has no port');
+  const listening = await listenProxy(server, 'exec-protocol-proxy');
   return {
     upgrades,
-    kubeConfigFor(token) {
-      const kc = new KubeConfig();
-      kc.loadFromOptions({
-        clusters: [
-          {
-            name: 'exec-protocol-proxy',
-            server: `https://127.0.0.1:${String(address.port)}`,
-            caFile: TLS_FIXTURES.caPath,
-            skipTLSVerify: false,
-          },
-        ],
-        users: [{ name: 'token', token }],
-        contexts: [{ name: 'proxied', cluster: 'exec-protocol-proxy', user: 'token' }],
-        currentContext: 'proxied',
-      });
-      return kc;
-    },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => {
-        server.close(() => {
-          resolve();
-        });
-      });
-    },
+    kubeConfigFor: (token) => listening.kubeConfigFor(token),
+    close: () => listening.close(sockets),
   };
 }

@@ -4,11 +4,8 @@
 // are the API server's side of "at most N at once": a client's own counter could be wrong in
 // the same way as the code it counts. Clients authenticate with a bearer token, passed on
 // untouched (a client certificate would end at the proxy).
-import { request as httpsRequest, createServer, type Server } from 'node:https';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { readFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
-import { TLS_FIXTURES } from './gateway-harness.js';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { createProxyServer, forwardRequest, listenProxy, upstreamOf } from './api-server-proxy.js';
 
 /** Which requests a tally counts: method and path (with its query string). */
 export type RequestMatch = (method: string, path: string) => boolean;
@@ -35,14 +32,6 @@ export interface HoldingProxy {
   /** A KubeConfig that reaches the API server through the proxy with this bearer token. */
   kubeConfigFor(token: string): KubeConfig;
   close(): Promise<void>;
-}
-
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host']);
-
-function forwardable(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  return Object.fromEntries(
-    Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name.toLowerCase())),
-  );
 }
 
 interface TallyState extends Tally {
@@ -91,93 +80,38 @@ function createTally(match: RequestMatch): TallyState {
 
 /** `admin` names the API server and its CA; its own credentials are never used. */
 export async function startHoldingProxy(admin: KubeConfig): Promise<HoldingProxy> {
-  const cluster = admin.getCurrentCluster();
-  if (cluster === null) throw new Error('the kubeconfig has no current cluster');
-  const upstream = new URL(cluster.server);
-  const ca =
-    cluster.caData !== undefined
-      ? Buffer.from(cluster.caData, 'base64')
-      : cluster.caFile !== undefined
-        ? readFileSync(cluster.caFile)
-        : undefined;
+  const upstream = upstreamOf(admin);
   const tallies: TallyState[] = [];
 
-  const forward = (incoming: IncomingMessage, outgoing: ServerResponse) => {
-    const forwarded = httpsRequest(
-      {
-        host: upstream.hostname,
-        port: Number(upstream.port || 443),
-        method: incoming.method,
-        path: incoming.url ?? '/',
-        headers: forwardable(incoming.headers),
-        ...(ca === undefined ? { rejectUnauthorized: false } : { ca }),
-      },
-      (answer) => {
-        outgoing.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
-        answer.pipe(outgoing);
-      },
-    );
-    forwarded.once('error', (err) => {
-      outgoing.destroy(err);
+  const server = createProxyServer((incoming, outgoing) => {
+    const method = incoming.method ?? '';
+    const path = incoming.url ?? '/';
+    const matching = tallies.filter((tally) => tally.match(method, path));
+    // In flight until the answer is written in full, or the client gave up on it.
+    let finished = false;
+    const finish = (): void => {
+      if (finished) return;
+      finished = true;
+      for (const tally of matching) tally.done();
+    };
+    outgoing.once('close', finish);
+    // Held requests are read by nobody meanwhile: their bodies wait in the socket.
+    void Promise.all(matching.map((tally) => tally.admit())).then(() => {
+      if (outgoing.destroyed) return;
+      forwardRequest(upstream, incoming, outgoing);
     });
-    incoming.pipe(forwarded);
-  };
-
-  const server: Server = createServer(
-    { cert: TLS_FIXTURES.cert, key: TLS_FIXTURES.key },
-    (incoming, outgoing) => {
-      const method = incoming.method ?? '';
-      const path = incoming.url ?? '/';
-      const matching = tallies.filter((tally) => tally.match(method, path));
-      // In flight until the answer is written in full, or the client gave up on it.
-      let finished = false;
-      const finish = (): void => {
-        if (finished) return;
-        finished = true;
-        for (const tally of matching) tally.done();
-      };
-      outgoing.once('close', finish);
-      // Held requests are read by nobody meanwhile: their bodies wait in the socket.
-      void Promise.all(matching.map((tally) => tally.admit())).then(() => {
-        if (outgoing.destroyed) return;
-        forward(incoming, outgoing);
-      });
-    },
-  );
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('proxy has no port');
+  });
+  const listening = await listenProxy(server, 'held');
   return {
     tally(match) {
       const tally = createTally(match);
       tallies.push(tally);
       return tally;
     },
-    kubeConfigFor(token) {
-      const kc = new KubeConfig();
-      kc.loadFromOptions({
-        clusters: [
-          {
-            name: 'held',
-            server: `https://127.0.0.1:${String(address.port)}`,
-            caFile: TLS_FIXTURES.caPath,
-            skipTLSVerify: false,
-          },
-        ],
-        users: [{ name: 'token', token }],
-        contexts: [{ name: 'held', cluster: 'held', user: 'token' }],
-        currentContext: 'held',
-      });
-      return kc;
-    },
+    kubeConfigFor: (token) => listening.kubeConfigFor(token),
     async close() {
       for (const tally of tallies) tally.release();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => {
-        server.close(() => {
-          resolve();
-        });
-      });
+      await listening.close();
     },
   };
 }

@@ -4,12 +4,10 @@
 // canary is absent from what was answered, not from what the client chose to keep. Clients
 // authenticate with a bearer token, which the proxy passes on untouched (a client certificate
 // would end at the proxy).
-import { request as httpsRequest, createServer, type Server } from 'node:https';
-import type { IncomingHttpHeaders } from 'node:http';
-import { readFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
 import { gunzipSync } from 'node:zlib';
-import { KubeConfig } from '@kubernetes/client-node';
-import { TLS_FIXTURES } from './gateway-harness.js';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { createProxyServer, forwardable, listenProxy, upstreamOf } from './api-server-proxy.js';
 
 export interface RecordedExchange {
   readonly method: string;
@@ -28,14 +26,6 @@ export interface RecordingProxy {
   close(): Promise<void>;
 }
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host']);
-
-function forwardable(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  return Object.fromEntries(
-    Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name.toLowerCase())),
-  );
-}
-
 /** What the proxy answers itself instead of the API server (a status and a JSON body). */
 export type ProxyAnswer = (
   method: string,
@@ -50,95 +40,52 @@ export async function startRecordingProxy(
   admin: KubeConfig,
   answer: ProxyAnswer = () => undefined,
 ): Promise<RecordingProxy> {
-  const cluster = admin.getCurrentCluster();
-  if (cluster === null) throw new Error('the kubeconfig has no current cluster');
-  const upstream = new URL(cluster.server);
-  const ca =
-    cluster.caData !== undefined
-      ? Buffer.from(cluster.caData, 'base64')
-      : cluster.caFile !== undefined
-        ? readFileSync(cluster.caFile)
-        : undefined;
+  const upstream = upstreamOf(admin);
   const exchanges: RecordedExchange[] = [];
-  const server: Server = createServer(
-    { cert: TLS_FIXTURES.cert, key: TLS_FIXTURES.key },
-    (incoming, outgoing) => {
-      const path = incoming.url ?? '/';
-      const own = answer(incoming.method ?? '', path);
-      if (own !== undefined) {
-        const body = Buffer.from(JSON.stringify(own.body));
-        exchanges.push({
-          method: incoming.method ?? '',
-          path,
-          accept: incoming.headers.accept ?? '',
-          status: own.status,
-          body,
-        });
-        incoming.resume();
-        outgoing.writeHead(own.status, { 'content-type': 'application/json' }).end(body);
-        return;
-      }
-      const forwarded = httpsRequest(
-        {
-          host: upstream.hostname,
-          port: Number(upstream.port || 443),
-          method: incoming.method,
-          path,
-          headers: forwardable(incoming.headers),
-          ...(ca === undefined ? { rejectUnauthorized: false } : { ca }),
-        },
-        (answer) => {
-          const chunks: Buffer[] = [];
-          answer.on('data', (chunk: Buffer) => chunks.push(chunk));
-          answer.once('end', () => {
-            const raw = Buffer.concat(chunks);
-            exchanges.push({
-              method: incoming.method ?? '',
-              path,
-              accept: incoming.headers.accept ?? '',
-              status: answer.statusCode ?? 0,
-              body: answer.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw,
-            });
-          });
-          outgoing.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
-          answer.pipe(outgoing);
-        },
-      );
-      forwarded.once('error', (err) => {
-        outgoing.destroy(err);
+  const server = createProxyServer((incoming, outgoing) => {
+    const path = incoming.url ?? '/';
+    const own = answer(incoming.method ?? '', path);
+    if (own !== undefined) {
+      const body = Buffer.from(JSON.stringify(own.body));
+      exchanges.push({
+        method: incoming.method ?? '',
+        path,
+        accept: incoming.headers.accept ?? '',
+        status: own.status,
+        body,
       });
-      incoming.pipe(forwarded);
-    },
-  );
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('proxy has no port');
+      incoming.resume();
+      outgoing.writeHead(own.status, { 'content-type': 'application/json' }).end(body);
+      return;
+    }
+    const forwarded = httpsRequest(
+      { ...upstream, method: incoming.method, path, headers: forwardable(incoming.headers) },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.once('end', () => {
+          const raw = Buffer.concat(chunks);
+          exchanges.push({
+            method: incoming.method ?? '',
+            path,
+            accept: incoming.headers.accept ?? '',
+            status: answer.statusCode ?? 0,
+            body: answer.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw,
+          });
+        });
+        outgoing.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
+        answer.pipe(outgoing);
+      },
+    );
+    forwarded.once('error', (err) => {
+      outgoing.destroy(err);
+    });
+    incoming.pipe(forwarded);
+  });
+  const listening = await listenProxy(server, 'recorded');
   return {
     exchanges,
-    kubeConfigFor(token) {
-      const kc = new KubeConfig();
-      kc.loadFromOptions({
-        clusters: [
-          {
-            name: 'recorded',
-            server: `https://127.0.0.1:${String(address.port)}`,
-            caFile: TLS_FIXTURES.caPath,
-            skipTLSVerify: false,
-          },
-        ],
-        users: [{ name: 'token', token }],
-        contexts: [{ name: 'recorded', cluster: 'recorded', user: 'token' }],
-        currentContext: 'recorded',
-      });
-      return kc;
-    },
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => {
-        server.close(() => {
-          resolve();
-        });
-      });
-    },
+    kubeConfigFor: (token) => listening.kubeConfigFor(token),
+    close: () => listening.close(),
   };
 }
