@@ -83,4 +83,21 @@ describe('WorkloadResolver', () => {
     await resolver.resolve(pod);
     expect(calls).toHaveLength(2);
   });
+
+  it('answers concurrent asks for one owner with one lookup, in the order they were asked', async () => {
+    // Each lookup waits until the test answers it, the later one first: what a second GET that
+    // comes back sooner than the first would do.
+    const answers: ((owner: V1OwnerReference) => void)[] = [];
+    const slow: OwnerLookup = () =>
+      new Promise<V1OwnerReference | undefined>((resolve) => answers.push(resolve));
+    const resolver = new WorkloadResolver(slow, () => 0);
+    const pod = podOwnedBy(ref('ReplicaSet', 'web-7d9f'));
+    const arrived: string[] = [];
+    const created = resolver.resolve(pod).then(() => arrived.push('CREATED'));
+    const started = resolver.resolve(pod).then(() => arrived.push('STARTED'));
+    for (const answer of [...answers].reverse()) answer(ref('Deployment', 'web'));
+    await Promise.all([created, started]);
+    expect(arrived).toEqual(['CREATED', 'STARTED']);
+    expect(answers).toHaveLength(1);
+  });
 });

@@ -1,5 +1,9 @@
 // The workload that owns a pod: ReplicaSet -> Deployment, Job -> CronJob, others as they are.
-// Cached per owner for a few minutes; a failed lookup caches the direct owner.
+// Cached per owner for a few minutes; a failed lookup caches the direct owner. Concurrent asks for
+// the same owner share one lookup: besides sparing the API server a GET per pod of a new
+// ReplicaSet, that keeps answers in the order they were asked, which the pod lifecycle events rely
+// on (a pod's CREATED and STARTED are both sent after their workload resolves: with a lookup
+// each, the second could come back first and STARTED reach the gateway before CREATED).
 import type { V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 
 export interface Workload {
@@ -20,6 +24,8 @@ export class WorkloadResolver {
   readonly #lookup: OwnerLookup;
   readonly #now: () => number;
   readonly #cache = new Map<string, { workload: Workload; atMs: number }>();
+  /** Lookups under way, by owner: a second ask awaits the same one. */
+  readonly #pending = new Map<string, Promise<Workload>>();
 
   constructor(lookup: OwnerLookup, now: () => number) {
     this.#lookup = lookup;
@@ -36,10 +42,16 @@ export class WorkloadResolver {
     const key = `${namespace}/${owner.kind}/${owner.name}`;
     const cached = this.#cache.get(key);
     if (cached && this.#now() - cached.atMs < TTL_MS) return cached.workload;
-    const workload = await this.#parentOf(owner.kind, namespace, owner.name);
-    this.#cache.set(key, { workload, atMs: this.#now() });
-    if (this.#cache.size > 10_000) this.#cache.delete(this.#cache.keys().next().value ?? '');
-    return workload;
+    const pending = this.#pending.get(key);
+    if (pending !== undefined) return pending;
+    const lookup = this.#parentOf(owner.kind, namespace, owner.name).then((workload) => {
+      this.#pending.delete(key);
+      this.#cache.set(key, { workload, atMs: this.#now() });
+      if (this.#cache.size > 10_000) this.#cache.delete(this.#cache.keys().next().value ?? '');
+      return workload;
+    });
+    this.#pending.set(key, lookup);
+    return lookup;
   }
 
   async #parentOf(kind: 'ReplicaSet' | 'Job', namespace: string, name: string): Promise<Workload> {
