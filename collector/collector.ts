@@ -52,6 +52,8 @@ import { demandRefs } from './sources/state/demand.js';
 import { createEventsSource, type EventsSource } from './sources/events/events-source.js';
 import { PayloadOptIn } from './sources/events/opt-in.js';
 import { KubeHttp } from './watch/kube-http.js';
+import { kubeListWatch } from './watch/kube-list-watch.js';
+import { WatchHub } from './watch/shared-watch.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
 export const GATEWAY_READY_GRACE_MS = 30_000;
@@ -232,6 +234,14 @@ export function createCollector(
 
   // Every data source, in start order; each writes into the buffer through the Sink contract.
   const sources: Source[] = [];
+  // One list/watch per resource + namespace + selectors for logs, state and events (a pods
+  // state rule, the lifecycle deriver and the log source share the pods').
+  const watchHttp = new KubeHttp(deps.kube);
+  const watches = new WatchHub({
+    clock,
+    logger: logger.child({ component: 'watch' }),
+    listWatch: (target) => kubeListWatch(watchHttp, target, (object) => object),
+  });
   let podLogs: PodLogSource | undefined;
   const podLogCounters = registerPodLogMetrics(metrics.registry, () => podLogs);
   if (collect.logs.enabled) {
@@ -243,7 +253,7 @@ export function createCollector(
         sink: buffer,
         // The checkpoints advance only over batches the buffer has made durable or settled.
         releases: buffer,
-        kube: kubePodLogAccess(deps.kube),
+        kube: kubePodLogAccess(deps.kube, watches),
         counters: podLogCounters,
       },
     );
@@ -260,6 +270,7 @@ export function createCollector(
     : undefined;
   if (metricsSource !== undefined) sources.push(metricsSource);
   const { state, events } = createWatchSources(config, identity, deps, {
+    watches,
     logger,
     clock,
     sink: buffer,
@@ -543,9 +554,15 @@ function createWatchSources(
   config: Config,
   identity: CollectorIdentity,
   deps: CollectorDeps,
-  context: { logger: Logger; clock: Clock; sink: DurableBuffer; registry: Registry },
+  context: {
+    logger: Logger;
+    clock: Clock;
+    sink: DurableBuffer;
+    registry: Registry;
+    watches: WatchHub;
+  },
 ): { state?: StateSource; events?: EventsSource } {
-  const { logger, clock, sink } = context;
+  const { logger, clock, sink, watches } = context;
   const collect = config.collect;
   // Cluster state (collect.state) on the shared watch layer.
   let state: StateSource | undefined;
@@ -560,7 +577,7 @@ function createWatchSources(
           ? {}
           : { discoveryIntervalMs: deps.stateDiscoveryIntervalMs }),
       },
-      { logger, clock, sink, http: new KubeHttp(deps.kube), counters: stateCounters },
+      { logger, clock, sink, http: new KubeHttp(deps.kube), counters: stateCounters, watches },
     );
   }
   // Kubernetes events and pod lifecycle events (collect.events), sent once the gateway opts in.
@@ -571,7 +588,7 @@ function createWatchSources(
   ) {
     events = createEventsSource(
       { events: collect.events, identity },
-      { logger, clock, sink, http: new KubeHttp(deps.kube) },
+      { logger, clock, sink, http: new KubeHttp(deps.kube), watches },
     );
   }
   return {

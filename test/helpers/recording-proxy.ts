@@ -23,6 +23,8 @@ export interface RecordedExchange {
 export interface RecordingProxy {
   /** Every exchange completed through the proxy, in order. */
   readonly exchanges: RecordedExchange[];
+  /** Every request as it arrived (a watch is here while it runs), in order. */
+  readonly requests: { readonly method: string; readonly path: string }[];
   /** A KubeConfig that reaches the API server through the proxy with this bearer token. */
   kubeConfigFor(token: string): KubeConfig;
   close(): Promise<void>;
@@ -60,10 +62,12 @@ export async function startRecordingProxy(
         ? readFileSync(cluster.caFile)
         : undefined;
   const exchanges: RecordedExchange[] = [];
+  const requests: { method: string; path: string }[] = [];
   const server: Server = createServer(
     { cert: TLS_FIXTURES.cert, key: TLS_FIXTURES.key },
     (incoming, outgoing) => {
       const path = incoming.url ?? '/';
+      requests.push({ method: incoming.method ?? '', path });
       const own = answer(incoming.method ?? '', path);
       if (own !== undefined) {
         const body = Buffer.from(JSON.stringify(own.body));
@@ -115,6 +119,7 @@ export async function startRecordingProxy(
   if (address === null || typeof address === 'string') throw new Error('proxy has no port');
   return {
     exchanges,
+    requests,
     kubeConfigFor(token) {
       const kc = new KubeConfig();
       kc.loadFromOptions({
