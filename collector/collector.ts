@@ -13,6 +13,7 @@ import { getErrorMessage } from '../shared/errors.js';
 import type { Service } from '../shared/lifecycle/service.js';
 import { AGENT_VERSION } from '../shared/version.js';
 import { createHeapWatch } from './runtime/heap-watch.js';
+import { createIdleGc } from './runtime/idle-gc.js';
 import { DurableBuffer } from './buffer/durable-buffer.js';
 import {
   GatewayStream,
@@ -89,6 +90,11 @@ export interface CollectorDeps {
   readonly executorSocket?: string | undefined;
   /** The capability catalog's discovery interval; tests shorten it. */
   readonly catalogIntervalMs?: number;
+  /**
+   * A full garbage collection (main.ts exposes V8's): run when the process falls idle after its
+   * heap grew (collector/runtime/idle-gc.ts). Absent: V8 collects on its own schedule only.
+   */
+  readonly collectGarbage?: () => void;
   /** How often the state source asks discovery again (CRDs that came or went); tests shorten it. */
   readonly stateDiscoveryIntervalMs?: number;
   /**
@@ -424,6 +430,8 @@ export function createCollector(
         shed: (pressure) => buffer.shedMemory(pressure),
       },
     ),
+    // After a burst (a first list of thousands of objects, a rollout), the garbage it left.
+    ...idleGc(deps.collectGarbage, logger, clock),
     liveQuery.service,
     stream,
     // Closed before the stream: running jobs are cancelled and their audit records buffered.
@@ -547,6 +555,11 @@ function createCatalog(
       ...(executor === undefined ? {} : { executor }),
     },
   );
+}
+
+/** The idle collection service when main.ts exposed V8's gc (collector/runtime/idle-gc.ts). */
+function idleGc(collect: (() => void) | undefined, logger: Logger, clock: Clock): Service[] {
+  return collect === undefined ? [] : [createIdleGc({}, { logger, clock, collect })];
 }
 
 /** Cluster state and Kubernetes/pod lifecycle events, both on the shared watch layer. */
