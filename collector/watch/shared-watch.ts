@@ -35,12 +35,6 @@ export interface WatchHubDeps {
   readonly pageSize?: number;
 }
 
-/** What the hub has at the API server, for /metrics and tests. */
-export interface SharedWatchStatus {
-  readonly key: string;
-  readonly users: number;
-}
-
 /** One user of a shared watch. */
 interface User {
   readonly transform: (object: KubeObject) => unknown;
@@ -252,10 +246,5 @@ export class WatchHub {
       this.#holds--;
       if (this.#holds === 0) for (const watch of this.#watches.values()) watch.start();
     };
-  }
-
-  /** The shared watches running now and how many users each has. */
-  status(): SharedWatchStatus[] {
-    return [...this.#watches].map(([key, watch]) => ({ key, users: watch.users }));
   }
 }
