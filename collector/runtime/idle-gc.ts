@@ -8,9 +8,9 @@
 // only when the event loop has been nearly idle for `idleMs` and the heap (V8's committed heap
 // plus external memory) grew by `growthBytes` since the last one. `idleMs` is 6 s because V8
 // shrinks its young generation in a collection only once its allocation rate over the last 5 s
-// is low: measured on Node 20, a collection 4 s after a burst kept the young generation at
-// 32 MiB, one after 6 s shrank it to 1 MiB. Two collections in a row: the second returned more
-// (in that measurement, RSS 80 -> 48 MiB).
+// is low: measured on Node 20 with a synthetic burst, a collection 4 s after it kept the young
+// generation at 32 MiB, one after 6 s shrank it to 1 MiB. Two collections in a row: the second
+// returned more (in that measurement, RSS 80 -> 48 MiB).
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import type { Logger } from 'pino';
