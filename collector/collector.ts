@@ -13,6 +13,7 @@ import { getErrorMessage } from '../shared/errors.js';
 import type { Service } from '../shared/lifecycle/service.js';
 import { AGENT_VERSION } from '../shared/version.js';
 import { createHeapWatch } from './runtime/heap-watch.js';
+import { createIdleGc } from './runtime/idle-gc.js';
 import { DurableBuffer } from './buffer/durable-buffer.js';
 import {
   GatewayStream,
@@ -52,6 +53,8 @@ import { demandRefs } from './sources/state/demand.js';
 import { createEventsSource, type EventsSource } from './sources/events/events-source.js';
 import { PayloadOptIn } from './sources/events/opt-in.js';
 import { KubeHttp } from './watch/kube-http.js';
+import { kubeListWatch } from './watch/kube-list-watch.js';
+import { WatchHub } from './watch/shared-watch.js';
 
 /** /readyz stays ok this long after the gateway stream stopped being ready (or since start). */
 export const GATEWAY_READY_GRACE_MS = 30_000;
@@ -87,6 +90,11 @@ export interface CollectorDeps {
   readonly executorSocket?: string | undefined;
   /** The capability catalog's discovery interval; tests shorten it. */
   readonly catalogIntervalMs?: number;
+  /**
+   * A full garbage collection (main.ts exposes V8's): run when the process falls idle after its
+   * heap grew (collector/runtime/idle-gc.ts). Absent: V8 collects on its own schedule only.
+   */
+  readonly collectGarbage?: () => void;
   /** How often the state source asks discovery again (CRDs that came or went); tests shorten it. */
   readonly stateDiscoveryIntervalMs?: number;
   /**
@@ -232,6 +240,14 @@ export function createCollector(
 
   // Every data source, in start order; each writes into the buffer through the Sink contract.
   const sources: Source[] = [];
+  // One list/watch per resource + namespace + selectors for logs, state and events (a pods
+  // state rule, the lifecycle deriver and the log source share the pods').
+  const watchHttp = new KubeHttp(deps.kube);
+  const watches = new WatchHub({
+    clock,
+    logger: logger.child({ component: 'watch' }),
+    listWatch: (target) => kubeListWatch(watchHttp, target, (object) => object),
+  });
   let podLogs: PodLogSource | undefined;
   const podLogCounters = registerPodLogMetrics(metrics.registry, () => podLogs);
   if (collect.logs.enabled) {
@@ -243,7 +259,7 @@ export function createCollector(
         sink: buffer,
         // The checkpoints advance only over batches the buffer has made durable or settled.
         releases: buffer,
-        kube: kubePodLogAccess(deps.kube),
+        kube: kubePodLogAccess(deps.kube, watches),
         counters: podLogCounters,
       },
     );
@@ -260,6 +276,7 @@ export function createCollector(
     : undefined;
   if (metricsSource !== undefined) sources.push(metricsSource);
   const { state, events } = createWatchSources(config, identity, deps, {
+    watches,
     logger,
     clock,
     sink: buffer,
@@ -413,6 +430,8 @@ export function createCollector(
         shed: (pressure) => buffer.shedMemory(pressure),
       },
     ),
+    // After a burst (a first list of thousands of objects, a rollout), the garbage it left.
+    ...idleGc(deps.collectGarbage, logger, clock),
     liveQuery.service,
     stream,
     // Closed before the stream: running jobs are cancelled and their audit records buffered.
@@ -538,14 +557,25 @@ function createCatalog(
   );
 }
 
+/** The idle collection service when main.ts exposed V8's gc (collector/runtime/idle-gc.ts). */
+function idleGc(collect: (() => void) | undefined, logger: Logger, clock: Clock): Service[] {
+  return collect === undefined ? [] : [createIdleGc({}, { logger, clock, collect })];
+}
+
 /** Cluster state and Kubernetes/pod lifecycle events, both on the shared watch layer. */
 function createWatchSources(
   config: Config,
   identity: CollectorIdentity,
   deps: CollectorDeps,
-  context: { logger: Logger; clock: Clock; sink: DurableBuffer; registry: Registry },
+  context: {
+    logger: Logger;
+    clock: Clock;
+    sink: DurableBuffer;
+    registry: Registry;
+    watches: WatchHub;
+  },
 ): { state?: StateSource; events?: EventsSource } {
-  const { logger, clock, sink } = context;
+  const { logger, clock, sink, watches } = context;
   const collect = config.collect;
   // Cluster state (collect.state) on the shared watch layer.
   let state: StateSource | undefined;
@@ -560,7 +590,7 @@ function createWatchSources(
           ? {}
           : { discoveryIntervalMs: deps.stateDiscoveryIntervalMs }),
       },
-      { logger, clock, sink, http: new KubeHttp(deps.kube), counters: stateCounters },
+      { logger, clock, sink, http: new KubeHttp(deps.kube), counters: stateCounters, watches },
     );
   }
   // Kubernetes events and pod lifecycle events (collect.events), sent once the gateway opts in.
@@ -571,7 +601,7 @@ function createWatchSources(
   ) {
     events = createEventsSource(
       { events: collect.events, identity },
-      { logger, clock, sink, http: new KubeHttp(deps.kube) },
+      { logger, clock, sink, http: new KubeHttp(deps.kube), watches },
     );
   }
   return {

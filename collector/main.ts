@@ -6,6 +6,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { loadConfig } from '../shared/config/load-config.js';
@@ -144,6 +146,7 @@ async function main(): Promise<void> {
       executorSocket: process.env['KUBEXA_EXECUTOR_SOCKET'],
       ...(consoles === undefined ? {} : { consoles }),
       ...(writeFeatures === undefined ? {} : { writeFeatures }),
+      collectGarbage: exposeGc(),
     },
   );
   const stop = new AbortController();
@@ -193,3 +196,16 @@ async function main(): Promise<void> {
 main().catch((err: unknown) => {
   fail(`failed to start: ${getErrorMessage(err)}`);
 });
+
+/**
+ * V8's full collection (the idle collection after a burst, collector/runtime/idle-gc.ts), exposed
+ * without a command-line flag: the flag set now applies to a context created after it, whose
+ * `gc` collects the whole isolate.
+ */
+function exposeGc(): () => void {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  return () => {
+    gc();
+  };
+}

@@ -58,6 +58,33 @@ function rssMiB(pid: number): number {
   return Number(kib) / 1024;
 }
 
+/** Cluster start attempts: a second one after a failed start (kwokctl's port clash). */
+const START_ATTEMPTS = 2;
+
+/**
+ * startCluster, once more in a fresh directory when it fails (as the test harness's global
+ * setup does): kwokctl picks its ports before binding them, and on this shared machine another
+ * process can take one in between. `moved` receives the options of the retry.
+ */
+async function startClusterWithRetry(
+  first: ClusterOptions,
+  log: (line: string) => void,
+  moved: (options: ClusterOptions) => void,
+): Promise<Awaited<ReturnType<typeof startCluster>>> {
+  let options = first;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startCluster(options);
+    } catch (err: unknown) {
+      // startCluster already stopped what it started and removed its directory.
+      if (attempt >= START_ATTEMPTS) throw err;
+      log(`cluster start attempt ${String(attempt)} failed, retrying once: ${String(err)}`);
+      options = { ...options, workdir: `${first.workdir}-${String(attempt + 1)}` };
+      moved(options);
+    }
+  }
+}
+
 /** Runs `task` for 0..count-1, `CREATE_CONCURRENCY` at a time. */
 async function pool(count: number, task: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
@@ -257,7 +284,7 @@ export const stateWatchBench: BenchCase = {
     const compiled = join(root, 'dist', 'js', 'collector', 'main.js');
     if (!existsSync(compiled))
       throw new Error(`no ${compiled}: run \`npm run build\` before this case`);
-    const options: ClusterOptions = {
+    let options: ClusterOptions = {
       name: `kubexa-bench-state-${String(process.pid)}`,
       workdir: join(dir, 'cluster'),
       env: process.env,
@@ -282,7 +309,9 @@ export const stateWatchBench: BenchCase = {
       lastArrival = Date.now();
     });
     try {
-      const cluster = await startCluster(options);
+      const cluster = await startClusterWithRetry(options, log, (next) => {
+        options = next;
+      });
       const kube = loadKubeConfig(cluster.kubeconfigPath);
       await populate(kube, log);
       const gatewayPort = await gateway.listen(HOST, 0);

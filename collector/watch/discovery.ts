@@ -31,9 +31,9 @@ export const refKey = (ref: ResourceRef): string =>
 
 /** Resolves resource refs against discovery; one request per group/version per `snapshot()`. */
 export class Discovery {
-  readonly #http: KubeHttp;
+  readonly #http: Pick<KubeHttp, 'getJson'>;
 
-  constructor(http: KubeHttp) {
+  constructor(http: Pick<KubeHttp, 'getJson'>) {
     this.#http = http;
   }
 

@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
 import type { ListWatch } from './list-watch.js';
-import { errorCode, runReflector, type RestartCause } from './reflector.js';
+import { errorCode, reflectorFeed, type RestartCause, type WatchFeed } from './reflector.js';
 
 /** What the cache needs of every stored object. */
 export interface Cached {
@@ -44,14 +44,15 @@ export interface InformerOptions<T> {
 }
 
 export class Informer<T extends Cached> {
-  readonly #api: ListWatch<T>;
+  readonly #api: ListWatch<T> | WatchFeed<T>;
   readonly #options: InformerOptions<T>;
   readonly #cache = new Map<string, T>();
   #synced = false;
   #forbidden: { verb: 'list' | 'watch'; message: string } | undefined;
   #failure: { code: number | undefined; verb: 'list' | 'watch'; message: string } | undefined;
 
-  constructor(api: ListWatch<T>, options: InformerOptions<T>) {
+  /** `api`: a list/watch of its own, or a share of a watch (WatchHub.feed). */
+  constructor(api: ListWatch<T> | WatchFeed<T>, options: InformerOptions<T>) {
     this.#api = api;
     this.#options = options;
   }
@@ -91,8 +92,16 @@ export class Informer<T extends Cached> {
   async run(signal: AbortSignal): Promise<void> {
     const resync = this.#startResync(signal);
     try {
-      await runReflector(
-        this.#api,
+      const feed =
+        'run' in this.#api
+          ? this.#api
+          : reflectorFeed(this.#api, {
+              clock: this.#options.clock,
+              logger: this.#options.logger,
+              resourceVersionOf: (object) => object.resourceVersion,
+              ...(this.#options.random === undefined ? {} : { random: this.#options.random }),
+            });
+      await feed.run(
         {
           replace: (objects) => {
             if (!signal.aborted) this.#replace(objects);
@@ -116,13 +125,7 @@ export class Informer<T extends Cached> {
             };
           },
         },
-        {
-          clock: this.#options.clock,
-          logger: this.#options.logger,
-          signal,
-          resourceVersionOf: (object) => object.resourceVersion,
-          ...(this.#options.random === undefined ? {} : { random: this.#options.random }),
-        },
+        signal,
       );
     } finally {
       clearInterval(resync);

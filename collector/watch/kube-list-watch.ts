@@ -67,7 +67,7 @@ export interface KubeListWatchOptions {
 }
 
 export function kubeListWatch<T>(
-  http: KubeHttp,
+  http: Pick<KubeHttp, 'getJson' | 'stream'>,
   target: WatchTarget,
   transform: (object: KubeObject) => T,
   options: KubeListWatchOptions = {},

@@ -23,6 +23,14 @@ export interface ReflectorHandlers<T> {
   failed?(err: unknown, verb: 'list' | 'watch'): void;
 }
 
+/**
+ * Something that feeds a reflector's handlers until `signal` aborts: a reflector of its own
+ * (reflectorFeed) or a user's share of a watch (shared-watch.ts).
+ */
+export interface WatchFeed<T> {
+  run(handlers: ReflectorHandlers<T>, signal: AbortSignal): Promise<void>;
+}
+
 /** Why a watch was started again. */
 export type RestartCause = 'expired' | 'timeout' | 'error' | 'forbidden';
 
@@ -102,6 +110,16 @@ async function listAll<T>(
     for (const item of page.items) items.push(item);
   } while (page.continue !== undefined && page.continue !== '');
   return { items, resourceVersion: page.resourceVersion };
+}
+
+/** A feed with a reflector of its own over `api`. */
+export function reflectorFeed<T>(
+  api: ListWatch<T>,
+  deps: Omit<ReflectorDeps<T>, 'signal'>,
+): WatchFeed<T> {
+  return {
+    run: (handlers, signal) => runReflector(api, handlers, { ...deps, signal }),
+  };
 }
 
 /** Runs until `signal` aborts. */

@@ -21,6 +21,8 @@ export interface RecordedExchange {
 export interface RecordingProxy {
   /** Every exchange completed through the proxy, in order. */
   readonly exchanges: RecordedExchange[];
+  /** Every request as it arrived (a watch is here while it runs), in order. */
+  readonly requests: { readonly method: string; readonly path: string }[];
   /** A KubeConfig that reaches the API server through the proxy with this bearer token. */
   kubeConfigFor(token: string): KubeConfig;
   close(): Promise<void>;
@@ -42,8 +44,10 @@ export async function startRecordingProxy(
 ): Promise<RecordingProxy> {
   const upstream = upstreamOf(admin);
   const exchanges: RecordedExchange[] = [];
+  const requests: { method: string; path: string }[] = [];
   const server = createProxyServer((incoming, outgoing) => {
     const path = incoming.url ?? '/';
+    requests.push({ method: incoming.method ?? '', path });
     const own = answer(incoming.method ?? '', path);
     if (own !== undefined) {
       const body = Buffer.from(JSON.stringify(own.body));
@@ -85,6 +89,7 @@ export async function startRecordingProxy(
   const listening = await listenProxy(server, 'recorded');
   return {
     exchanges,
+    requests,
     kubeConfigFor: (token) => listening.kubeConfigFor(token),
     close: () => listening.close(),
   };

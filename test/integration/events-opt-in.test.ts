@@ -1,8 +1,10 @@
 // The gateway opt-in for new payload kinds (HandshakeResponse.accepted_payloads) and what it
 // means for readiness, end to end: the collector as collector.ts wires it, the real API server,
 // the demo gateway. A gateway that accepted nothing gets no lifecycle or Kubernetes events, and
-// the events source neither watches nor holds readiness for it; a gateway that accepted them
-// gets them, and readiness waits for the watches' first sync.
+// the events source does not hold readiness for it (it watches from start all the same, so that
+// an opt-in does not wait for a first list); a gateway that opts in later gets the Events listed
+// before; a gateway that accepted them gets them, and readiness waits for the watches' first
+// sync.
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
@@ -11,6 +13,7 @@ import {
   loadKubeConfig,
   type TestNamespace,
 } from '../helpers/kube.js';
+import { OPT_IN_EVENTS } from '../../collector/sources/events/opt-in.js';
 import { startStateCollector, type RunningStateCollector } from './state-collector.js';
 
 const kubeconfigPath = inject('kubeconfigPath');
@@ -86,7 +89,7 @@ const kinds = (running: RunningStateCollector, pod: string): string[] =>
   });
 
 describe('gateway opt-in for events (accepted_payloads)', () => {
-  it('a gateway that accepted nothing: no watch, no events, and readiness is not held', async () => {
+  it('a gateway that accepted nothing: watched, no events sent, and readiness is not held', async () => {
     await using running = await startStateCollector(kubeconfigPath, EVENTS_ONLY, {
       heartbeatIntervalSec: 1,
     });
@@ -99,16 +102,45 @@ describe('gateway opt-in for events (accepted_payloads)', () => {
       },
       WAIT,
     );
-    expect(events).toEqual({
-      status: 'ok',
-      reason: 'the gateway has not opted in: not watching',
-    });
+    expect(events.status).toBe('ok');
+    expect(events.reason).toMatch(/^the gateway has not opted in: not sending/);
     await podWithEvent('ignored');
     // The stream carries data (heartbeats; with state off there is no catalog to wait for).
     await running.gateway.waitForStored('heartbeat', 2);
     await new Promise((resolve) => setTimeout(resolve, 2000));
     expect(kinds(running, 'ignored')).toEqual([]);
-    expect(running.logs.raw.some((l) => l.includes('kubernetes events watch started'))).toBe(false);
+    expect(running.logs.raw.some((l) => l.includes('kubernetes events watch started'))).toBe(true);
+  });
+
+  it('a gateway that opts in after the first sync gets the Events listed before it', async () => {
+    await podWithEvent('before');
+    await using running = await startStateCollector(kubeconfigPath, EVENTS_ONLY);
+    const session = await running.session();
+    // Listed (both watches synced), not sent.
+    await eventually(
+      'the watches synced, unsent',
+      async () =>
+        (await readiness(running))['source:events']?.reason ===
+          'the gateway has not opted in: not sending' || undefined,
+      WAIT,
+    );
+    expect(kinds(running, 'before')).toEqual([]);
+    running.gateway.sendConfigUpdate(session, {
+      configVersion: 'opt-in',
+      config: {
+        logCollectors: [],
+        watchers: [{ id: OPT_IN_EVENTS, namespace: '', kinds: [], resyncSec: 0, resources: [] }],
+        metricScrapers: [],
+        heartbeatIntervalSec: 0,
+        batchSize: 0,
+        flushIntervalMs: 0,
+      },
+    });
+    await eventually(
+      'the Event listed before the opt-in',
+      () => Promise.resolve(kinds(running, 'before').includes('kubeEvent') || undefined),
+      WAIT,
+    );
   });
 
   it('a gateway that accepted both kinds gets them once readiness says the watches synced', async () => {

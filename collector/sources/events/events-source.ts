@@ -21,7 +21,8 @@ import type { ComponentHealth } from '../../health/health-server.js';
 import { Discovery } from '../../watch/discovery.js';
 import { Informer, objectKey, type Cached, type Change } from '../../watch/informer.js';
 import type { KubeHttp } from '../../watch/kube-http.js';
-import { kubeListWatch, type KubeObject } from '../../watch/kube-list-watch.js';
+import { kubeListWatch, type KubeObject, type WatchTarget } from '../../watch/kube-list-watch.js';
+import { WatchHub } from '../../watch/shared-watch.js';
 import { WorkloadResolver, type Workload } from '../pod-logs/workload.js';
 import type { Sink, Source } from '../source.js';
 import type { EventsDelivery } from './opt-in.js';
@@ -49,13 +50,26 @@ export interface EventsSourceDeps {
   readonly logger: Logger;
   readonly clock: Clock;
   readonly sink: Sink;
-  readonly http: KubeHttp;
+  /** Owner lookups and discovery (and the watches, without `watches`). */
+  readonly http: Pick<KubeHttp, 'getJson' | 'stream'>;
+  /** The collector's shared watches (the lifecycle's pods are the log source's and state's). */
+  readonly watches?: WatchHub;
 }
+
+/** Every pod: the lifecycle watch's target, shared with a cluster-wide pods rule and the logs. */
+export const ALL_PODS: WatchTarget = {
+  group: '',
+  version: 'v1',
+  resource: 'pods',
+  namespaced: true,
+  namespace: '',
+};
 
 export interface EventsSource extends Source {
   /**
-   * What the gateway opted into (opt-in.ts). The first opt-in starts the watches; they run on
-   * after an opt-out (a reconnect to another gateway must not relist every pod), unsent.
+   * What the gateway opted into (opt-in.ts). The watches run from start, unsent until then; the
+   * first opt-in into Kubernetes Events sends the Events cached so far (what a list at that
+   * moment would have sent). They run on after an opt-out, unsent.
    */
   setDelivery(delivery: EventsDelivery): void;
   health(): ComponentHealth;
@@ -202,6 +216,13 @@ export function createEventsSource(
   deps: EventsSourceDeps,
 ): EventsSource {
   const { logger, clock, sink, http } = deps;
+  const hub =
+    deps.watches ??
+    new WatchHub({
+      clock,
+      logger,
+      listWatch: (target) => kubeListWatch(http, target, (object) => object),
+    });
   const excluded = new Set(options.events.exclude_namespaces);
   const lifetime = new AbortController();
   const tracker = new LifecycleTracker();
@@ -244,9 +265,17 @@ export function createEventsSource(
   const informers: Informer<Cached>[] = [];
   const runs: Promise<void>[] = [];
 
+  /**
+   * Per pod, the sends still resolving their workload: a pod's transitions leave in the order
+   * they were found (each resolve may ask the API server, and a later one can answer first).
+   */
+  const sending = new Map<string, Promise<void>>();
+
   function sendLifecycle(pod: PodSummary, found: readonly LifecycleTransition[]): void {
     if (found.length === 0 || !delivery.lifecycle) return;
-    void workloadOf(pod.namespace, pod.owner).then((workload) => {
+    const before = sending.get(pod.uid) ?? Promise.resolve();
+    const send = before.then(async () => {
+      const workload = await workloadOf(pod.namespace, pod.owner);
       for (const t of found) {
         const messageId = randomUUID();
         const payload = AgentMessage.encode({
@@ -274,6 +303,10 @@ export function createEventsSource(
         sink.enqueue({ id: messageId, kind: 'state', payload });
       }
     });
+    sending.set(pod.uid, send);
+    void send.finally(() => {
+      if (sending.get(pod.uid) === send) sending.delete(pod.uid);
+    });
   }
 
   function onPod(informer: Informer<PodSummary>, change: Change<PodSummary>): void {
@@ -293,9 +326,13 @@ export function createEventsSource(
   function onEvent(change: Change<EventRecord>): void {
     const record = change.object;
     if (change.type === 'DELETED' || change.resync === true || !delivery.events) return;
-    if (excluded.has(record.event.namespace)) return;
     // A series that grew is news; any other change of the same count is not.
     if (change.previous !== undefined && change.previous.event.count >= record.event.count) return;
+    sendEvent(record);
+  }
+
+  function sendEvent(record: EventRecord): void {
+    if (excluded.has(record.event.namespace)) return;
     const owner = record.podOwner;
     const workload: Promise<Workload | undefined> =
       owner === undefined ? Promise.resolve(undefined) : workloadOfPod(owner);
@@ -326,14 +363,12 @@ export function createEventsSource(
         ? { group: 'events.k8s.io', version: 'v1' }
         : { group: '', version: 'v1' };
     const informer = new Informer<EventRecord>(
-      kubeListWatch(
-        http,
-        { ...ref, resource: 'events', namespaced: true, namespace: '' },
-        summarizeEvent,
-      ),
+      hub.feed({ ...ref, resource: 'events', namespaced: true, namespace: '' }, summarizeEvent),
       { name: 'events', clock, logger, onChange: onEvent },
     );
+    eventsInformer = informer;
     informers.push(informer);
+    replayEvents();
     logger.info(
       { apiVersion: ref.group === '' ? 'v1' : 'events.k8s.io/v1' },
       'kubernetes events watch started',
@@ -341,27 +376,29 @@ export function createEventsSource(
     await informer.run(lifetime.signal);
   }
 
+  let eventsInformer: Informer<EventRecord> | undefined;
+  let eventsReplayed = false;
+  /** The first opt-in into Events: what a list at that moment would have sent. */
+  function replayEvents(): void {
+    if (eventsReplayed || !delivery.events || eventsInformer === undefined) return;
+    eventsReplayed = true;
+    for (const record of eventsInformer.values()) sendEvent(record);
+  }
+
   let watching = false;
-  /** Starts the watches once (at the first opt-in after start). */
+  /** Starts the watches once, at start: nothing is sent before the gateway opts in. */
   function startWatches(): void {
     if (watching || lifetime.signal.aborted) return;
     watching = true;
     // The pod informer first: Events look their pod up in its cache.
-    const pods = new Informer<PodSummary>(
-      kubeListWatch(
-        http,
-        { group: '', version: 'v1', resource: 'pods', namespaced: true, namespace: '' },
-        summarizePod,
-      ),
-      {
-        name: 'pods (lifecycle)',
-        clock,
-        logger,
-        onChange: (change) => {
-          onPod(pods, change);
-        },
+    const pods = new Informer<PodSummary>(hub.feed(ALL_PODS, summarizePod), {
+      name: 'pods (lifecycle)',
+      clock,
+      logger,
+      onChange: (change) => {
+        onPod(pods, change);
       },
-    );
+    });
     informers.push(pods);
     runs.push(pods.run(lifetime.signal));
     if (options.events.kubernetes_events) {
@@ -385,13 +422,14 @@ export function createEventsSource(
 
   let started = false;
   const wanted = (): boolean => delivery.lifecycle || delivery.events;
-  const pending = (): string[] =>
-    wanted()
-      ? [
+  const unsynced = (): string[] =>
+    informers.length === 0
+      ? ['starting']
+      : [
           ...informers.filter((i) => !i.synced()).map((i) => i.name),
           ...(discovering && informers.length < 2 ? ['events (discovery)'] : []),
-        ]
-      : [];
+        ];
+  const pending = (): string[] => (wanted() ? unsynced() : []);
 
   return {
     name: 'events',
@@ -406,7 +444,9 @@ export function createEventsSource(
           { once: true },
         );
       started = true;
-      if (wanted()) startWatches();
+      // Listed and watched from start, so that the first sync does not wait for the gateway's
+      // handshake; nothing is sent before the gateway opts in (an old gateway never is).
+      startWatches();
       return Promise.resolve();
     },
     setDelivery(next) {
@@ -417,14 +457,18 @@ export function createEventsSource(
       }
       delivery.lifecycle = lifecycle;
       delivery.events = events;
-      if (started && wanted()) startWatches();
+      if (started) replayEvents();
     },
     // Not asked for: nothing to wait for. Asked for: ready once every watch has synced (the
     // Events watch is added after discovery, so an empty list right after start is not ready).
-    up: () => !wanted() || (informers.length > 0 && pending().length === 0),
+    up: () => !wanted() || pending().length === 0,
     health() {
-      if (!wanted()) return { state: 'ok', reason: 'the gateway has not opted in: not watching' };
-      if (informers.length === 0) return { state: 'unhealthy', reason: 'not synced: starting' };
+      if (!wanted()) {
+        // Watching already (the first sync does not wait for the handshake), not sending.
+        const syncing = unsynced();
+        const also = syncing.length === 0 ? '' : `; not synced: ${syncing.join(', ')}`;
+        return { state: 'ok', reason: `the gateway has not opted in: not sending${also}` };
+      }
       const names = pending();
       return names.length === 0
         ? { state: 'ok' }

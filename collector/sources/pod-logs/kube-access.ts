@@ -1,6 +1,8 @@
 // The real Kubernetes access of the pod log source, built from a KubeConfig in main.ts.
-import type { KubeConfig, V1OwnerReference } from '@kubernetes/client-node';
+import type { KubeConfig, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import { KubeHttp } from '../../watch/kube-http.js';
+import type { WatchFeed } from '../../watch/reflector.js';
+import type { WatchHub } from '../../watch/shared-watch.js';
 import { PodLogHttp } from './pod-log-http.js';
 import { kubePodListWatch, type PodListWatch } from './kube-pod-list-watch.js';
 import type { OwnerLookup } from './workload.js';
@@ -29,6 +31,8 @@ export interface PodLogReader {
 
 export interface PodLogKubeAccess {
   listWatch(namespace: string): PodListWatch;
+  /** The namespace's pods from the collector's shared watch (used instead of listWatch). */
+  pods?(namespace: string): WatchFeed<V1Pod>;
   readonly logs: PodLogReader;
   readonly owners: OwnerLookup;
 }
@@ -40,12 +44,22 @@ interface OwnedObject {
   readonly metadata?: { readonly ownerReferences?: readonly V1OwnerReference[] };
 }
 
-export function kubePodLogAccess(kc: KubeConfig): PodLogKubeAccess {
+/** `watches`: the collector's shared watches; the pods are then listed and watched there. */
+export function kubePodLogAccess(kc: KubeConfig, watches?: WatchHub): PodLogKubeAccess {
   // Owner lookups over one TLS agent (sessions resumed), not a typed client's agent per request.
   const rest = new KubeHttp(kc);
   const http = new PodLogHttp(kc);
   return {
     listWatch: (namespace) => kubePodListWatch(kc, namespace),
+    ...(watches === undefined
+      ? {}
+      : {
+          pods: (namespace: string) =>
+            watches.feed(
+              { group: '', version: 'v1', resource: 'pods', namespaced: true, namespace },
+              (object) => object as V1Pod,
+            ),
+        }),
     logs: {
       read: (request, signal, onChunk) => http.read(request, signal, onChunk),
     },

@@ -24,7 +24,7 @@ import type { PodLogKubeAccess } from './kube-access.js';
 import { LogRegistry } from './log-registry.js';
 import { podIdentity, type ContainerStateKind } from './pod-fields.js';
 import { namespacesToWatch, PodReconciler } from './pod-reconciler.js';
-import { runReflector as runPodReflector } from '../../watch/reflector.js';
+import { reflectorFeed } from '../../watch/reflector.js';
 import { StreamScheduler } from './stream-scheduler.js';
 import { WorkloadResolver, type Workload } from './workload.js';
 
@@ -270,8 +270,11 @@ export function createPodLogSource(
         },
       );
       runners = namespaces.map((namespace) =>
-        runPodReflector(
-          deps.kube.listWatch(namespace),
+        // The collector's shared pod watch when it has one (kube-access.ts), else one of its own.
+        (
+          deps.kube.pods?.(namespace) ??
+          reflectorFeed(deps.kube.listWatch(namespace), { clock, logger })
+        ).run(
           {
             replace: (pods) => {
               listed = true;
@@ -289,7 +292,7 @@ export function createPodLogSource(
               logger.error({ err, namespace }, 'pod list/watch forbidden: check the ClusterRole');
             },
           },
-          { clock, logger, signal: lifetime.signal },
+          lifetime.signal,
         ),
       );
       started = true;

@@ -27,6 +27,7 @@ import { Informer, type Change } from '../../watch/informer.js';
 import type { KubeHttp } from '../../watch/kube-http.js';
 import { kubeListWatch, type KubeObject } from '../../watch/kube-list-watch.js';
 import type { RestartCause } from '../../watch/reflector.js';
+import { WatchHub } from '../../watch/shared-watch.js';
 import type { Sink, Source } from '../source.js';
 import { isSecretResource, sanitizeObject } from './sanitize.js';
 import { encodeStateEvent, toStateRecord, type StateRecord } from './state-event.js';
@@ -55,6 +56,8 @@ export interface StateSourceDeps {
   readonly http: KubeHttp;
   readonly counters?: StateCounters;
   readonly newId?: () => string;
+  /** The collector's shared watches (a pods rule shares the log source's and lifecycle's). */
+  readonly watches?: WatchHub;
 }
 
 /** One wanted watch, from a rule or from the gateway's demand. */
@@ -93,6 +96,8 @@ export interface StateSource extends Source {
   health(): ComponentHealth;
   watches(): StateWatchStatus[];
 }
+
+const raw = (object: KubeObject): KubeObject => object;
 
 /** Read through a call: TypeScript narrows `signal.aborted` across awaits otherwise. */
 const isAborted = (signal: AbortSignal): boolean => signal.aborted;
@@ -142,6 +147,12 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
   const { logger, clock, sink } = deps;
   const newId = deps.newId ?? randomUUID;
   const discovery = new Discovery(deps.http);
+  const hub =
+    deps.watches ??
+    new WatchHub({ clock, logger, listWatch: (target) => kubeListWatch(deps.http, target, raw) });
+  // The rules' watches are known after a discovery request: until they are subscribed, no shared
+  // watch starts, so a pods rule shares the first list of the log source's and lifecycle's pods.
+  const releaseHub = hub.hold();
   const lifetime = new AbortController();
   const statics = staticWants(options.state, logger);
   let demand: Want[] = [];
@@ -199,7 +210,7 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
     };
     const resource = refKey(want.ref);
     const stop = new AbortController();
-    const informer = new Informer(kubeListWatch(deps.http, target, transform), {
+    const informer = new Informer(hub.feed(target, transform), {
       name: resource,
       clock,
       logger,
@@ -362,7 +373,7 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
           },
           { once: true },
         );
-      void reconcile();
+      void reconcile().finally(releaseHub);
       timer = setInterval(() => {
         void reconcile();
       }, options.discoveryIntervalMs ?? DISCOVERY_INTERVAL_MS);
@@ -394,6 +405,7 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
     close(): Promise<void> {
       closed ??= (async () => {
         lifetime.abort();
+        releaseHub();
         clearInterval(timer);
         await reconciling;
         await Promise.allSettled([...running.values()].map((watch) => watch.done));
