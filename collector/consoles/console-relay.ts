@@ -30,6 +30,8 @@ export interface ConsoleRelayDeps {
   readonly logger: Logger;
   /** Where audit records go: the durable buffer. */
   readonly enqueue: (item: BufferItem) => void;
+  /** Called when the last relayed console has ended (the relay thread closes its channel). */
+  readonly onIdle?: () => void;
 }
 
 const END_REASONS: Record<number, string> = {
@@ -204,6 +206,7 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
       // Ending one side ends the other; the executor detaches (the session waits to resume).
       upstream.cancel();
       gateway.end();
+      if (active === 0) deps.onIdle?.();
     };
     upstream.on('data', (message: ConsoleResponse) => {
       if (message.output?.$case === 'audit') {
