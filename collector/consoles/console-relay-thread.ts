@@ -107,8 +107,7 @@ export function createConsoleRelayThread(deps: ConsoleRelayThreadDeps): ConsoleR
     };
     const thread = new Worker(workerUrl, {
       workerData: data,
-      // The sources' bootstrap registers tsx itself; the parent's flags would register it twice.
-      ...(workerUrl.pathname.endsWith('.mjs') ? { execArgv: [] } : {}),
+      // The process's node flags and preloads apply to the thread too (the default execArgv).
       stdout: false,
       stderr: false,
     });

@@ -48,7 +48,7 @@ const relay = createConsoleRelay({
 });
 
 function closeWhenIdle(): void {
-  if (pending > 0 || relay.active() > 0 || client === undefined) return;
+  if (pending > 0 || !relay.idle() || client === undefined) return;
   const closing = client;
   client = undefined;
   closing
