@@ -4,8 +4,13 @@
 // stream open without answering (no process behind it):
 // - the thread dials a console's call on a connection of its own, and closes that connection
 //   when the last console ends, and when the thread is stopped with a console still open;
+// - the relay's own flow control: with a gateway that reads nothing and an executor that has no
+//   output window (it writes whatever its stream takes), the relay stops reading the executor,
+//   so the executor is held back after far less than it had to send; the 50 MiB test on the real
+//   node cannot show this, the executor's window bounds the output there whatever the relay does;
 // - a thread that fails refuses the console with EXECUTOR_UNAVAILABLE on the gateway's call
 //   (the gateway is not left waiting), and the failure is in the main thread's log.
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +20,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
 import {
+  ConsoleStream,
   ExecutorServiceService,
   type ConsoleRequest,
   type ConsoleResponse,
@@ -31,10 +37,31 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** An executor that holds each console stream open, answering nothing; counts them. */
-async function holdingExecutor(socketPath: string) {
+/** Output the pushing executor writes at most, in chunks of PUSH_CHUNK bytes. */
+const PUSH_TOTAL = 128 * 1024 * 1024;
+const PUSH_CHUNK = 64 * 1024;
+
+/**
+ * An executor that holds each console stream open and counts them; with `push`, it writes
+ * output chunks as fast as the stream takes them, waiting for its drain when a write is refused
+ * (grpc-js's backpressure), and ignores acknowledgements: no output window of its own.
+ */
+async function holdingExecutor(socketPath: string, push = false) {
   const server = new Server();
   const streams: ServerDuplexStream<ConsoleRequest, ConsoleResponse>[] = [];
+  const pushed = { bytes: 0, waiting: false };
+  const pushOutput = async (call: ServerDuplexStream<ConsoleRequest, ConsoleResponse>) => {
+    const data = Buffer.alloc(PUSH_CHUNK, 0x61);
+    for (let seq = 1; pushed.bytes < PUSH_TOTAL && !call.cancelled; seq++) {
+      const chunk = { seq: String(seq), stream: ConsoleStream.CONSOLE_STREAM_STDOUT, data };
+      pushed.bytes += PUSH_CHUNK;
+      if (!call.write({ output: { $case: 'chunk', value: chunk } })) {
+        pushed.waiting = true;
+        await once(call, 'drain');
+        pushed.waiting = false;
+      }
+    }
+  };
   const unimplemented = () => {
     throw new Error('not used here');
   };
@@ -47,6 +74,7 @@ async function holdingExecutor(socketPath: string) {
     console: (call: ServerDuplexStream<ConsoleRequest, ConsoleResponse>) => {
       call.on('error', () => undefined);
       streams.push(call);
+      if (push) void pushOutput(call).catch(() => undefined);
     },
   });
   await new Promise<void>((resolve, reject) => {
@@ -58,10 +86,10 @@ async function holdingExecutor(socketPath: string) {
   cleanups.push(() => {
     server.forceShutdown();
   });
-  return { streams };
+  return { streams, pushed };
 }
 
-async function startAgent(options: { workerUrl?: URL } = {}) {
+async function startAgent(options: { workerUrl?: URL; push?: boolean } = {}) {
   const logged: { msg: string; err?: string; thread?: string }[] = [];
   const logger = pino(
     { level: 'info' },
@@ -85,7 +113,7 @@ async function startAgent(options: { workerUrl?: URL } = {}) {
     rmSync(dir, { recursive: true, force: true });
   });
   const socketPath = join(dir, 'executor.sock');
-  const executor = await holdingExecutor(socketPath);
+  const executor = await holdingExecutor(socketPath, options.push === true);
   const buffer = new DurableBuffer(
     { path: join(dir, 'buffer.db'), maxMemoryBytes: 1024 * 1024, maxDiskBytes: 8 * 1024 * 1024 },
     { logger: pino({ level: 'silent' }) },
@@ -159,6 +187,22 @@ describe('the console relay thread', () => {
     // The collector stops with the console open: the thread ends, and its connection with it.
     await relay.service.close();
     await until(() => forwarder.open() === 1, 'the console connection closed with the thread');
+  });
+
+  it('stops reading the executor while the gateway reads nothing: the executor is held back', async () => {
+    // The executor here has no output window, so nothing but the relay's own pause (a gateway
+    // call that refuses a write pauses the executor stream) holds its output back. Without that
+    // pause the relay reads all PUSH_TOTAL and queues it on the gateway's call, in memory.
+    const { gateway, session, executor } = await startAgent({ push: true });
+    const console = gateway.consoles.open(session.sessionId, { namespace: 'default', pod: 'a' });
+    console.pauseReading();
+    await until(() => executor.pushed.waiting, 'the executor waiting for the stream to drain');
+    // A second for a relay that keeps reading to show it (it takes PUSH_TOTAL in well under that).
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(executor.pushed.waiting).toBe(true);
+    // What the sockets, the HTTP/2 windows and the streams' buffers between executor and gateway
+    // hold, far below PUSH_TOTAL.
+    expect(executor.pushed.bytes).toBeLessThan(PUSH_TOTAL / 4);
   });
 
   it('that failed refuses the console with a code, and its error is in the main log', async () => {
