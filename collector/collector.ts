@@ -2,7 +2,11 @@
 // server from the loaded config and returns them as Services in start order. No process access
 // and no logic of its own beyond mapping config keys and readiness rules; collector/main.ts
 // owns argv, env, signals and the exit code.
-import { createConsoleRelay } from './consoles/console-relay.js';
+import {
+  createConsoleRelayThread,
+  type ConsoleRelayThread,
+  type ConsoleRelayThreadDeps,
+} from './consoles/console-relay-thread.js';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -20,6 +24,7 @@ import {
   type GatewayStreamOptions,
   type StreamStatus,
 } from './gateway/gateway-stream.js';
+import type { DialOptions } from './gateway/dial.js';
 import type { AgentIdentity } from './gateway/handshake.js';
 import {
   createHealthServer,
@@ -299,17 +304,22 @@ export function createCollector(
     logger,
     clock,
   });
-  const consoleRelay =
-    deps.consoles === undefined
-      ? undefined
-      : createConsoleRelay({
-          socketPath: deps.consoles.executorSocket,
-          logger,
-          // Audit records are durable items the overflow policy never drops.
-          enqueue: (item) => {
-            buffer.enqueue(item);
-          },
-        });
+  const gatewayDial: DialOptions = {
+    address: gateway.address,
+    tls: gateway.tls,
+    ...(gateway.ca_cert_path === '' ? {} : { caCertPath: gateway.ca_cert_path }),
+    insecureSkipVerify: gateway.insecure_skip_verify,
+    dialTimeoutMs: gateway.dial_timeout,
+  };
+  const consoleRelay = consoleRelayFor(deps.consoles, {
+    dial: gatewayDial,
+    logLevel: config.log.level,
+    logger,
+    // Audit records are durable items the overflow policy never drops.
+    enqueue: (item) => {
+      buffer.enqueue(item);
+    },
+  });
 
   const writes = nodeJobWiring(deps, logger, buffer);
 
@@ -317,11 +327,7 @@ export function createCollector(
   const optIn = new PayloadOptIn();
   const stream = new GatewayStream(
     {
-      address: gateway.address,
-      tls: gateway.tls,
-      ...(gateway.ca_cert_path === '' ? {} : { caCertPath: gateway.ca_cert_path }),
-      insecureSkipVerify: gateway.insecure_skip_verify,
-      dialTimeoutMs: gateway.dial_timeout,
+      ...gatewayDial,
       handshakeTimeoutMs: gateway.handshake_timeout,
       reconnectInitialDelayMs: gateway.reconnect_initial_delay,
       reconnectMaxDelayMs: gateway.reconnect_max_delay,
@@ -433,6 +439,8 @@ export function createCollector(
     // After a burst (a first list of thousands of objects, a rollout), the garbage it left.
     ...idleGc(deps.collectGarbage, logger, clock),
     liveQuery.service,
+    // Closed after the stream (no console request comes any more): its consoles' calls end.
+    ...(consoleRelay === undefined ? [] : [consoleRelay.service]),
     stream,
     // Closed before the stream: running jobs are cancelled and their audit records buffered.
     ...writes.services,
@@ -450,6 +458,16 @@ export function createCollector(
     lifecycle.service,
   ];
   return { services, stream, buffer, health, metrics, done: stream.done };
+}
+
+/** The console relay's thread when the executor offers consoles (collector.consoles), else none. */
+function consoleRelayFor(
+  consoles: CollectorDeps['consoles'],
+  deps: Omit<ConsoleRelayThreadDeps, 'socketPath'>,
+): ConsoleRelayThread | undefined {
+  if (consoles === undefined) return undefined;
+  // On a thread of its own: the log pipeline's GC pauses do not hold keystrokes (its header).
+  return createConsoleRelayThread({ ...deps, socketPath: consoles.executorSocket });
 }
 
 /**

@@ -47,14 +47,27 @@ const EXTERNAL: Readonly<Record<string, readonly string[]>> = {
   'better-sqlite3': ['better-sqlite3', 'bindings', 'file-uri-to-path'],
 };
 
+/**
+ * Worker threads a process starts from a file of their own, as output name -> entry point,
+ * bundled beside the process's file (each its own file: a thread loads only what it runs).
+ */
+const THREAD_ENTRY_POINTS: Readonly<Record<keyof typeof ENTRY_POINTS, Record<string, string>>> = {
+  // Started only when the executor offers consoles (collector/consoles/console-relay-thread.ts).
+  collector: { 'console-relay-worker': 'collector/consoles/console-relay-worker.ts' },
+  executor: {},
+};
+
 function selectedEntryPoints(only: string | undefined): Record<string, string> {
-  if (only === undefined) return { ...ENTRY_POINTS };
+  if (only === undefined) {
+    return { ...ENTRY_POINTS, ...THREAD_ENTRY_POINTS.collector, ...THREAD_ENTRY_POINTS.executor };
+  }
   if (!(only in ENTRY_POINTS)) {
     throw new Error(
       `--only=${only}: not a process; use one of ${Object.keys(ENTRY_POINTS).join(', ')}`,
     );
   }
-  return { [only]: ENTRY_POINTS[only as keyof typeof ENTRY_POINTS] };
+  const name = only as keyof typeof ENTRY_POINTS;
+  return { [only]: ENTRY_POINTS[name], ...THREAD_ENTRY_POINTS[name] };
 }
 
 // Bundled CommonJS dependencies call require() for Node's built-ins and read __dirname, which an

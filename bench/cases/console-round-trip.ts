@@ -29,7 +29,7 @@
 // The cluster (with its real node) lives in the case's tmp directory and is always stopped.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -335,6 +335,19 @@ function collectorConfig(dir: string, gatewayPort: number, loadNamespace: string
   return path;
 }
 
+/**
+ * `node --import tsx collector/main.ts`, or with KUBEXA_BENCH_COLLECTOR_JS (e.g. `npm run
+ * bundle`'s `dist/bundle/collector.js`, what the image runs) that file.
+ * KUBEXA_BENCH_COLLECTOR_NODE_ARGS adds node flags, e.g. `--trace-gc --max-semi-space-size=8`.
+ */
+function collectorEntry(): string[] {
+  const compiled = process.env['KUBEXA_BENCH_COLLECTOR_JS'];
+  const flags = (process.env['KUBEXA_BENCH_COLLECTOR_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
+  return compiled === undefined || compiled === ''
+    ? [...flags, '--import', 'tsx', join(root, 'collector', 'main.ts')]
+    : [...flags, compiled];
+}
+
 function startCollector(configPath: string, kubeconfigPath: string, socketPath: string) {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -343,11 +356,17 @@ function startCollector(configPath: string, kubeconfigPath: string, socketPath: 
     KUBEXA_EXECUTOR_SOCKET: socketPath,
   };
   delete env['KUBERNETES_SERVICE_HOST'];
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', join(root, 'collector', 'main.ts'), `--config=${configPath}`],
-    { cwd: root, env, stdio: ['ignore', 'ignore', 'inherit'] },
-  );
+  // KUBEXA_BENCH_COLLECTOR_STDOUT keeps the collector's stdout (its log, and what node flags
+  // such as --trace-gc print) in that file.
+  const stdoutPath = process.env['KUBEXA_BENCH_COLLECTOR_STDOUT'];
+  const stdout =
+    stdoutPath === undefined || stdoutPath === '' ? 'ignore' : openSync(stdoutPath, 'w');
+  const child = spawn(process.execPath, [...collectorEntry(), `--config=${configPath}`], {
+    cwd: root,
+    env,
+    stdio: ['ignore', stdout, 'inherit'],
+  });
+  if (typeof stdout === 'number') closeSync(stdout);
   running.add(child);
   void once(child, 'exit').finally(() => running.delete(child));
   return child;
@@ -481,6 +500,11 @@ export const consoleRoundTripBench: BenchCase = {
         collectorConfig(dir, port, loadNamespace),
         cluster.kubeconfigPath,
         executor.socketPath,
+      );
+      log(
+        `collector: ${collectorEntry()
+          .map((arg) => (arg.startsWith(root) ? arg.slice(root.length + 1) : arg))
+          .join(' ')}`,
       );
       closers.push(async () => {
         if (collector.exitCode !== null) return;

@@ -30,6 +30,11 @@ export interface ConsoleRelayDeps {
   readonly logger: Logger;
   /** Where audit records go: the durable buffer. */
   readonly enqueue: (item: BufferItem) => void;
+  /**
+   * Called when the last relayed console's gateway call has completed (its status received, so
+   * every frame written on it went out): the relay thread then closes its channel.
+   */
+  readonly onIdle?: () => void;
 }
 
 const END_REASONS: Record<number, string> = {
@@ -166,6 +171,8 @@ export interface ConsoleRelay {
   readonly handle: ConsoleHandler;
   /** Consoles relayed right now. */
   active(): number;
+  /** No console relayed and every gateway call completed. */
+  idle(): boolean;
   close(): void;
 }
 
@@ -176,6 +183,8 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
     credentials.createInsecure(),
   );
   let active = 0;
+  /** Gateway calls not yet completed (a relay that ended may still be flushing its call). */
+  let calls = 0;
 
   const audit = (record: ConsoleAudit) => {
     const message: AgentMessage = {
@@ -196,6 +205,18 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
     upstream: ClientDuplexStream<ConsoleRequest, ConsoleResponse>,
   ) => {
     active += 1;
+    calls += 1;
+    let completed = false;
+    const complete = () => {
+      if (completed) return;
+      completed = true;
+      calls -= 1;
+      if (calls === 0) deps.onIdle?.();
+    };
+    // The call is over once the gateway answered our half-close (or it failed): closing the
+    // channel before that could drop output still queued on it.
+    gateway.on('status', complete);
+    gateway.on('error', complete);
     let done = false;
     const finish = () => {
       if (done) return;
@@ -294,6 +315,7 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
       }
     },
     active: () => active,
+    idle: () => active === 0 && calls === 0,
     close() {
       executor.close();
     },

@@ -105,12 +105,18 @@ export async function createCredentials(
 /**
  * A fresh channel per connection attempt, so grpc-js's own reconnect loop never runs.
  *
- * `consoles`: the channel for console calls, on a TCP connection of its own. Console frames then
- * never queue behind log batches: on a shared connection a keystroke's echo waits for every byte
- * written before it (the socket's send and receive buffers, the shared HTTP/2 connection window)
- * and for the gateway to parse them; under log load that was most of what the agent added to a
- * keystroke (docs/consoles.md, Benchmark). grpc-js shares one connection between channels of the
- * same target, options and credentials unless a channel keeps its own subchannel pool.
+ * `consoles`: the channel for console calls, on a TCP connection of its own, so console frames
+ * never queue behind log batches (on a shared connection a keystroke's echo waits for every byte
+ * written before it: the socket's buffers, the shared HTTP/2 connection window, the gateway's
+ * parsing). That is what the separation guarantees (test/component/console-connection.test.ts
+ * freezes the Connect connection and a console keeps echoing); the benchmark did not show it
+ * faster (docs/consoles.md, Benchmark). grpc-js reuses a subchannel, and so its connection,
+ * between channels of one thread whose target, credentials and options match in its global pool;
+ * a channel with its own pool (`grpc.use_local_subchannel_pool`) never shares. Consoles are
+ * relayed from the collector's relay thread, which has a grpc-js of its own and dials this
+ * channel for the first console and closes it once the last console's call has completed
+ * (collector/consoles/console-relay-worker.ts); the main thread's consoles channel
+ * (gateway-stream.ts, one per session) only carries refusals the relay thread could not send.
  */
 export function createAgentClient(
   options: DialOptions,

@@ -239,7 +239,8 @@ export class GatewayStream implements Service, AsyncDisposable {
   async #connectOnce(creds: ChannelCredentials, signal: AbortSignal): Promise<SessionEnd> {
     this.#setState('connecting');
     const client = createAgentClient(this.#options, creds);
-    // Console calls get their own connection, dialled at the first console of this session.
+    // Console calls get their own connection, dialled at the first console call of this session
+    // made on this thread (the relay thread dials its own: only its refusals come here).
     let consoles: AgentClient | undefined;
     const consoleClient = (): AgentClient =>
       (consoles ??= createAgentClient(this.#options, creds, 'consoles'));

@@ -102,16 +102,21 @@ export interface SessionContext {
   readonly nodeJobHandler?: NodeJobHandler | undefined;
 }
 
-/** A console request from the gateway, and how to dial that console's own call. */
+/**
+ * A console request from the gateway, and how to dial that console's own call: `dial` on this
+ * thread, or, from another thread (the console relay's, console-relay-thread.ts), a call of its
+ * own to the same gateway carrying `headers`.
+ */
 export type ConsoleHandler = (
   request: Extract<
     NonNullable<GatewayMessage['payload']>,
     { $case: 'consoleOpen' } | { $case: 'consoleAttach' }
   >,
   dial: () => ConsoleCall,
+  headers: Readonly<Record<string, string>>,
 ) => void;
 
-type ConsoleRequestPayload = Extract<
+export type ConsoleRequestPayload = Extract<
   NonNullable<GatewayMessage['payload']>,
   { $case: 'consoleOpen' } | { $case: 'consoleAttach' }
 >;
@@ -459,13 +464,16 @@ export class Session {
       this.#ctx.logger.warn({ kind: payload.$case }, 'console request ignored: consoles are off');
       return;
     }
-    handler(payload, () => {
-      const metadata = new Metadata();
-      for (const [key, value] of Object.entries(handshakeHeaders(this.#options.identity))) {
-        metadata.set(key, value);
-      }
-      return (this.#consoleClient?.() ?? client).console(metadata);
-    });
+    const headers = handshakeHeaders(this.#options.identity);
+    handler(
+      payload,
+      () => {
+        const metadata = new Metadata();
+        for (const [key, value] of Object.entries(headers)) metadata.set(key, value);
+        return (this.#consoleClient?.() ?? client).console(metadata);
+      },
+      headers,
+    );
   }
 
   #onAck(ids: readonly string[]): void {

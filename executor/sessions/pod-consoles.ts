@@ -19,7 +19,7 @@ import {
   type PodExecFailureCode,
   type PodExecTarget,
 } from './pod-exec-socket.js';
-import { hasShell, killMarked, markCommand } from './non-tty-process.js';
+import { hasShell, killMarked, markCommand } from './marked-processes.js';
 import type { SessionManager, StartProcess } from './session-manager.js';
 
 /** exec.pod as the executor's config gives it. */
@@ -112,7 +112,7 @@ export function podExecProcess(
     // Nothing ends the process when the connection closes: not without a TTY, and not with one
     // either (the runtime keeps the terminal open: a `sleep` in it was still running after close,
     // on v5 and v4 alike). Run it marked, so that ending the session can end it
-    // (non-tty-process.ts); `exec "$@"` keeps the terminal, the PID and the exit status.
+    // (marked-processes.ts); `exec "$@"` keeps the terminal, the PID and the exit status.
     const marked = (await hasShell(kube, target)) ? markCommand(target.command) : undefined;
     const execTarget = marked === undefined ? target : { ...target, command: marked.argv };
     const exec = await openPodExec(kube, execTarget, {

@@ -6,14 +6,21 @@
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type {
+  RelayThreadData,
+  RelayThreadEvent,
+  RelayThreadRequest,
+} from '../../collector/consoles/relay-thread-protocol.js';
 import { DemoGateway } from '../../demo-gateway/demo-gateway.js';
 import { loadKubeConfig } from '../helpers/kube.js';
 
@@ -46,12 +53,62 @@ describe('bundled collector process', () => {
   it('is ASCII only, so V8 holds its source text at one byte a character', () => {
     // The text stays in V8's heap for the process's life: one non-ASCII character (a comment's
     // typographic quote, a micro sign in a regular expression) doubles it (scripts/bundle.ts).
-    for (const name of ['collector.js', 'executor.js']) {
+    for (const name of ['collector.js', 'console-relay-worker.js', 'executor.js']) {
       const text = readFileSync(join(bundleDir, name), 'latin1');
       const at = text.search(/[\x80-\xff]/);
       expect(at === -1 ? 'ascii' : `${name}: ${text.slice(Math.max(0, at - 60), at + 20)}`).toBe(
         'ascii',
       );
+    }
+  });
+
+  it('carries the console relay thread beside the process: it loads and relays from there', async () => {
+    // What collector/consoles/console-relay-thread.ts starts in the bundle (every module of the
+    // bundle has collector.js's URL): here with no executor at its socket, so the console it
+    // takes is refused by the relay itself, and its log line comes back as a message.
+    // A gateway address that accepts connections and never answers: the call waits there.
+    const silent = createServer(() => undefined);
+    silent.listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    const { port } = silent.address() as AddressInfo;
+    const data: RelayThreadData = {
+      socketPath: join(dir, 'no-executor.sock'),
+      dial: { address: `127.0.0.1:${String(port)}`, tls: false, dialTimeoutMs: 1000 },
+      logLevel: 'info',
+    };
+    const worker = new Worker(join(bundleDir, 'console-relay-worker.js'), { workerData: data });
+    const events: RelayThreadEvent[] = [];
+    worker.on('message', (event: RelayThreadEvent) => events.push(event));
+    const failed = once(worker, 'error');
+    try {
+      const request: RelayThreadRequest = {
+        type: 'console',
+        request: {
+          $case: 'consoleAttach',
+          value: { requestId: 'bundle-relay', sessionId: 's', resumeAfter: '0', signedCommand: '' },
+        },
+        headers: {},
+      };
+      worker.postMessage(request);
+      await Promise.race([
+        failed.then(([err]) => Promise.reject(err as Error)),
+        (async () => {
+          for (let i = 0; i < 300; i++) {
+            const logged = events.some(
+              (e) => e.type === 'log' && e.line.includes('executor console stream failed'),
+            );
+            if (logged) return;
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        })(),
+      ]);
+      expect(events).toContainEqual({ type: 'taken', requestId: 'bundle-relay' });
+      expect(
+        events.some((e) => e.type === 'log' && e.line.includes('executor console stream failed')),
+      ).toBe(true);
+    } finally {
+      await worker.terminate();
+      silent.close();
     }
   });
 

@@ -2,7 +2,7 @@
 // executor and the API server takes `v5.channel.k8s.io` out of the executor's offer, so the API
 // server negotiates `v4.channel.k8s.io`, as a server without v5 would. v4 has no CLOSE channel
 // (stdin cannot be half-closed), so ending a session must not rely on it: the process is ended by
-// the second exec (non-tty-process.ts), with or without a TTY, and its real exit status still
+// the second exec (marked-processes.ts), with or without a TTY, and its real exit status still
 // arrives before the connection is closed. Closing the connection alone ends nothing, not even a
 // process in a terminal: the TTY close test failed on v5 and v4 before TTY commands were marked. A control through the same proxy
 // without the filter shows the API server picks v5 when offered, so the v4 result is the filter's.

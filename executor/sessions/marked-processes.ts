@@ -1,8 +1,9 @@
-// Ending a console's process when it has no TTY. Closing the exec connection does not end it
-// (client-node #2532, anchors D.2): a TTY's shell gets its hang-up when the runtime closes the
-// terminal, but a non-TTY `sleep 1000` keeps running in the container after the session is gone.
+// Ending a console's processes, with or without a TTY. Closing the exec connection does not end
+// them (client-node #2532, anchors D.2): a non-TTY `sleep 1000` keeps running in the container
+// after the session is gone, and so does a `sleep` in a terminal (the runtime keeps the terminal
+// open; measured on the real node, v5 and v4 alike, docs/consoles.md).
 //
-// So a non-TTY command runs under `/bin/sh -c` that puts a random marker into its environment and
+// So every console command runs under `/bin/sh -c` that puts a random marker into its environment and
 // execs the command (same PID, nothing else changes: argv, stdio, exit status). Every descendant
 // inherits the marker. Ending the session runs a second exec in the same container that finds the
 // processes whose /proc/<pid>/environ holds the marker, sends them SIGTERM, and SIGKILL to those
