@@ -6,14 +6,18 @@
 // each chunk then crossed two PassThrough streams and an async iterator step. Here a chunk goes
 // from the socket's 'data' event straight to the caller. `Log` also builds a new https.Agent,
 // and with it a new TLS context (CA, client key), for every request; the agent here is reused
-// while the kubeconfig's TLS material stays the same. It keeps no idle connection alive: a
-// kept socket can race the server's idle close, and the TLS context is the costly part. Authentication still comes from the
-// KubeConfig on every request (token files, exec plugins, impersonation).
+// while the kubeconfig's TLS material stays the same, and every connection reuses the material's
+// one TLS context (tls-context.ts). It keeps no idle connection alive: a kept socket can race the
+// server's idle close. Authentication comes from the KubeConfig (token files, exec plugins,
+// impersonation), asked at most once a second (kube-credentials.ts): client-node reads the CA,
+// certificate and key files at every call, and 200 streams open at once.
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { AGENT_VERSION } from '../../../shared/version.js';
 import type { LogRequest } from './kube-access.js';
+import { systemClock, type Clock } from '../../../shared/clock.js';
+import { createKubeCredentials, type KubeCredentials } from '../../kube-credentials.js';
 import { tlsAgentOptions, tlsMaterial, type TlsMaterial } from '../../tls-context.js';
 import { TurnBudget } from './turn-budget.js';
 
@@ -95,11 +99,18 @@ export class PodLogHttp {
   readonly #kc: KubeConfig;
   /** Shared by every read of this client: the time all of them may take in one turn. */
   readonly #budget: TurnBudget;
+  /** The kubeconfig's request options, asked at most once a second. */
+  readonly #credentials: KubeCredentials;
   #agent: { material: TlsMaterial; agent: http.Agent } | undefined;
 
-  constructor(kc: KubeConfig, budget: TurnBudget = new TurnBudget()) {
+  constructor(
+    kc: KubeConfig,
+    budget: TurnBudget = new TurnBudget(),
+    { clock = systemClock }: { clock?: Clock } = {},
+  ) {
     this.#kc = kc;
     this.#budget = budget;
+    this.#credentials = createKubeCredentials(kc, { clock });
   }
 
   /**
@@ -114,10 +125,11 @@ export class PodLogHttp {
   ): Promise<void> {
     const cluster = this.#kc.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    const options: https.RequestOptions = {};
     // An exec plugin or a token refresh can hang: the caller's abort (the idle watchdog, a
-    // restart, shutdown) must still end the read.
-    if (!(await untilAborted(this.#kc.applyToHTTPSOptions(options), signal))) return;
+    // restart, shutdown) must still end the read. The options are shared: never modified here.
+    const asked = this.#credentials.options();
+    if (!(await untilAborted(asked, signal))) return;
+    const options = await asked;
     const url = logUrl(cluster.server, request);
     const plain = url.protocol === 'http:';
     const proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== '';
