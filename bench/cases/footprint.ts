@@ -16,6 +16,13 @@
 // (`node dist/js/collector/main.js`) and the bundle without those flags and that environment,
 // and with `--enable-source-maps`, are measured beside it.
 //
+// Then, after those processes are stopped, the same image row with open log streams (the issue's
+// "100 idle followed streams at most 100 MiB, 200 at most 130 MiB"): two more collectors as the
+// image runs them, one following 100 streams (20 pods x 5 containers) and one 200 (40 x 5), each
+// in its own namespace of kwok pods whose logs hold 10 lines and stay idle. Ready is connected
+// and every stream open (kubexa_collector_log_active_streams); RSS and CPU are read IDLE_MS
+// after, as above, beside the idle image row of the same run.
+//
 // Then what each heavy dependency costs: a bare process that imports just that package (and, for
 // better-sqlite3, opens an in-memory database, which loads the addon as the collector does),
 // read the same way, with V8's used heap beside the RSS.
@@ -40,8 +47,9 @@ import {
   stopCluster,
   type ClusterOptions,
 } from '../../test/cluster/cluster.js';
-import { eventually } from '../../test/helpers/kube.js';
+import { eventually, loadKubeConfig } from '../../test/helpers/kube.js';
 import type { BenchCase, BenchContext, BenchResult } from '../types.js';
+import { criFile, ensureInotifyInstances, logNamespace } from './pod-logs-e2e.js';
 
 const HOST = '127.0.0.1';
 const TOKEN = 'bench-footprint-token-0123456789';
@@ -49,13 +57,19 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** Idle time from ready to the reading; the issue's table reads after 60 s. */
 const IDLE_MS = 60_000;
 const RSS_TARGET_MIB = 80;
+/** The issue's targets with open, idle log streams (followed containers -> MiB). */
+const STREAM_TARGETS_MIB: readonly { readonly streams: number; readonly atMostMiB: number }[] = [
+  { streams: 100, atMostMiB: 100 },
+  { streams: 200, atMostMiB: 130 },
+];
+const CONTAINERS_PER_POD = 5;
 const IDLE_CPU_TARGET_S_PER_MIN = 0.1;
 
 /** The row measured as the image runs the collector: the bundle, the image's V8 flags and env. */
 const IMAGE_ROW = 'bundled, image V8 flags';
 const IMAGE_NODE_FLAGS = ['--max-semi-space-size=8'] as const;
 /** The image's environment beyond NODE_OPTIONS (Dockerfile.collector). */
-const IMAGE_ENV = { GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=131072' } as const;
+const IMAGE_ENV = { GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=32768' } as const;
 
 const CLOCK_TICKS = 100;
 
@@ -170,11 +184,17 @@ async function connected(metricsPort: number): Promise<boolean> {
     .includes('kubexa_collector_gateway_connection_state{state="connected"} 1');
 }
 
+async function activeStreams(metricsPort: number): Promise<number> {
+  const text = await (await fetch(`http://${HOST}:${String(metricsPort)}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('kubexa_collector_log_active_streams '));
+  return line === undefined ? 0 : Number(line.split(' ')[1]);
+}
+
 function startCollector(
   name: string,
   nodeArgs: readonly string[],
   configPath: string,
-  env: NodeJS.ProcessEnv,
+  { env, streams = 0 }: { env: NodeJS.ProcessEnv; streams?: number },
 ): Measured {
   const child = spawn(process.execPath, [...nodeArgs, `--config=${configPath}`], {
     cwd: root,
@@ -198,10 +218,10 @@ function startCollector(
   });
   const ready = metricsPort.then((port) =>
     eventually(
-      `${name}: connected to the gateway`,
-      async () => (await connected(port)) || undefined,
+      `${name}: connected to the gateway, ${String(streams)} log streams open`,
+      async () => ((await connected(port)) && (await activeStreams(port)) === streams) || undefined,
       {
-        timeoutMs: 60_000,
+        timeoutMs: 120_000,
         intervalMs: 200,
       },
     ),
@@ -216,7 +236,12 @@ function startCollector(
   };
 }
 
-function collectorConfig(dir: string, name: string, gatewayPort: number): string {
+function collectorConfig(
+  dir: string,
+  name: string,
+  gatewayPort: number,
+  logs: readonly string[] = [],
+): string {
   const path = join(dir, `${name}.yaml`);
   const data = join(dir, `${name}-data`);
   writeFileSync(
@@ -233,6 +258,7 @@ function collectorConfig(dir: string, name: string, gatewayPort: number): string
       'collect:',
       '  logs:',
       `    checkpoint_dir: ${JSON.stringify(join(data, 'log-checkpoints'))}`,
+      ...logs.map((line) => `    ${line}`),
       '',
     ].join('\n'),
   );
@@ -271,7 +297,7 @@ const run = promisify(execFile);
 
 export const footprintBench: BenchCase = {
   name: 'footprint',
-  async run({ dir }: BenchContext): Promise<BenchResult[]> {
+  async run({ dir, log }: BenchContext): Promise<BenchResult[]> {
     const options: ClusterOptions = {
       name: `kubexa-bench-footprint-${String(process.pid)}`,
       workdir: join(dir, 'cluster'),
@@ -316,8 +342,7 @@ export const footprintBench: BenchCase = {
         extraEnv: NodeJS.ProcessEnv = {},
       ): Measured =>
         startCollector(name, nodeArgs, collectorConfig(dir, name, gatewayPort), {
-          ...env,
-          ...extraEnv,
+          env: { ...env, ...extraEnv },
         });
       processes.push(
         startProbe('bare node', '', env),
@@ -350,6 +375,53 @@ export const footprintBench: BenchCase = {
             `  CPU ${r.cpuSecondsPerMinute.toFixed(3)} s/min\n`,
         );
       }
+      const image = byName.get(IMAGE_ROW);
+      if (image === undefined) throw new Error('no image row reading');
+
+      // Open log streams: the idle processes above are stopped first (with no rules they would
+      // follow these pods too), then one image-row collector per namespace.
+      await Promise.all(processes.map((p) => p.stop()));
+      ensureInotifyInstances(1024, log);
+      const kc = loadKubeConfig(cluster.kubeconfigPath);
+      const logsFile = join(dir, 'idle-streams.log');
+      writeFileSync(logsFile, criFile(10, 'idle'));
+      const streamCollectors: Measured[] = [];
+      for (const { streams } of STREAM_TARGETS_MIB) {
+        const namespace = await logNamespace(kc, `bench-footprint-${String(streams)}`, logsFile, {
+          pods: streams / CONTAINERS_PER_POD,
+          containers: CONTAINERS_PER_POD,
+        });
+        const name = `streams-${String(streams)}`;
+        streamCollectors.push(
+          startCollector(
+            `${IMAGE_ROW}, ${String(streams)} log streams`,
+            [...IMAGE_NODE_FLAGS, join(bundleDir, 'collector.js')],
+            collectorConfig(dir, name, gatewayPort, ['rules:', `  - namespace: ${namespace}`]),
+            { env: { ...env, ...IMAGE_ENV }, streams },
+          ),
+        );
+      }
+      processes.push(...streamCollectors);
+      const streamReadings = await measureAll(streamCollectors);
+      process.stdout.write(
+        `  idle ${String(IDLE_MS / 1000)} s after every stream was open; logs of 10 lines, no writes\n`,
+      );
+      for (const r of streamReadings) {
+        process.stdout.write(
+          `  ${r.name.padEnd(48)} RSS ${r.rssMiB.toFixed(1).padStart(6)} MiB ` +
+            `(+${(r.rssMiB - image.rssMiB).toFixed(1).padStart(5)} over no streams)` +
+            `  CPU ${r.cpuSecondsPerMinute.toFixed(3)} s/min\n`,
+        );
+      }
+      const streamRows = STREAM_TARGETS_MIB.map(({ streams, atMostMiB }, index): BenchResult => ({
+        name: `${IMAGE_ROW}, ${String(streams)} idle log streams RSS`,
+        unit: 'MiB',
+        itemsPerSecond: streamReadings[index]?.rssMiB ?? Number.NaN,
+        baselineName: `${IMAGE_ROW}, no streams`,
+        baselineItemsPerSecond: image.rssMiB,
+        targetAtMost: atMostMiB,
+      }));
+
       const rss = (name: string): BenchResult => ({
         name: `${name} idle RSS`,
         unit: 'MiB',
@@ -375,6 +447,7 @@ export const footprintBench: BenchCase = {
         cpu('compiled collector'),
         cpu('bundled collector'),
         cpu(IMAGE_ROW),
+        ...streamRows,
       ];
     } finally {
       await Promise.all(processes.map((p) => p.stop()));

@@ -126,7 +126,7 @@ function rfc3339Nano(seconds: number, nanos: number): string {
  * the API server returns for it (`<timestamp> <message>\n`) is LINE_BYTES long (nanoseconds are
  * never a multiple of 10, so Go's RFC3339Nano keeps all nine digits).
  */
-function criFile(count: number, tag: string): string {
+export function criFile(count: number, tag: string): string {
   const startSeconds = Math.floor(Date.now() / 1000) - 60 - Math.ceil(count / 1_000_000);
   const parts: string[] = [];
   for (let i = 0; i < count; i++) {
@@ -814,7 +814,7 @@ const INOTIFY_INSTANCES = '/proc/sys/fs/inotify/max_user_instances';
  * machine: 200 followed streams cannot all open, and the collector loops on reconnects. Raised
  * here (as root) to what the 200-stream part needs; otherwise the run says why it cannot go on.
  */
-function ensureInotifyInstances(needed: number, log: (line: string) => void): void {
+export function ensureInotifyInstances(needed: number, log: (line: string) => void): void {
   const current = Number.parseInt(readFileSync(INOTIFY_INSTANCES, 'utf8').trim(), 10);
   if (current >= needed) return;
   try {
@@ -830,7 +830,7 @@ function ensureInotifyInstances(needed: number, log: (line: string) => void): vo
 }
 
 /** A namespace of PODS one-container pods whose logs are `file` (kwok follows it). */
-async function logNamespace(
+export async function logNamespace(
   kc: KubeConfig,
   prefix: string,
   file: string,

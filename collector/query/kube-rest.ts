@@ -10,6 +10,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../shared/clock.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import { createKubeCredentials } from '../kube-credentials.js';
+import { tlsAgentOptions, tlsMaterial, type TlsMaterial } from '../tls-context.js';
 
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; query)`;
 /** Connections kept per API server: the query gate runs 4 at once, the catalog 8 reviews. */
@@ -47,14 +48,6 @@ export interface KubeRest {
   close(): void;
 }
 
-interface AgentMaterial {
-  readonly ca: unknown;
-  readonly cert: unknown;
-  readonly key: unknown;
-  readonly rejectUnauthorized: boolean | undefined;
-  readonly servername: string | undefined;
-}
-
 const same = (a: unknown, b: unknown): boolean =>
   Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
 
@@ -65,29 +58,20 @@ function headerObject(headers: https.RequestOptions['headers']): http.OutgoingHt
 
 export function createKubeRest(kube: KubeConfig, deps: { clock?: Clock } = {}): KubeRest {
   const credentials = createKubeCredentials(kube, deps);
-  let cached: { material: AgentMaterial; agent: https.Agent } | undefined;
+  let cached: { material: TlsMaterial; agent: https.Agent } | undefined;
   const agentFor = (options: Readonly<https.RequestOptions>): https.Agent => {
-    const material: AgentMaterial = {
-      ca: options.ca,
-      cert: options.cert,
-      key: options.key,
-      rejectUnauthorized: options.rejectUnauthorized,
-      servername: options.servername,
-    };
+    const material = tlsMaterial(options);
     if (
       cached &&
-      (Object.keys(material) as (keyof AgentMaterial)[]).every((k) =>
+      (Object.keys(material) as (keyof TlsMaterial)[]).every((k) =>
         same(cached?.material[k], material[k]),
       )
     ) {
       return cached.agent;
     }
     cached?.agent.destroy();
-    const defined = Object.fromEntries(
-      Object.entries(material).filter(([, value]) => value !== undefined),
-    ) as https.AgentOptions;
     const agent = new https.Agent({
-      ...defined,
+      ...tlsAgentOptions(material),
       keepAlive: true,
       maxSockets: MAX_SOCKETS,
       maxFreeSockets: MAX_SOCKETS,

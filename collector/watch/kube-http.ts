@@ -8,6 +8,7 @@ import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { AGENT_VERSION } from '../../shared/version.js';
 import { createKubeCredentials, type KubeCredentials } from '../kube-credentials.js';
+import { tlsAgentOptions, tlsMaterial } from '../tls-context.js';
 
 /** A refused request; `statusCode` is what errorCode() reads. The message never holds a body. */
 export class KubeRequestError extends Error {
@@ -156,22 +157,14 @@ export class KubeHttp {
 
   /** One TLS agent while the kubeconfig's TLS material stays the same (a rotation makes another). */
   #tlsAgent(options: Readonly<https.RequestOptions>): https.Agent {
-    const material = {
-      ca: options.ca,
-      cert: options.cert,
-      key: options.key,
-      rejectUnauthorized: options.rejectUnauthorized,
-      servername: options.servername,
-    };
+    const material = tlsMaterial(options);
     const key = JSON.stringify(material, (_, value: unknown) =>
       Buffer.isBuffer(value) ? value.toString('base64') : value,
     );
     if (this.#agent?.key === key) return this.#agent.agent;
-    const defined = Object.fromEntries(
-      Object.entries(material).filter(([, value]) => value !== undefined),
-    );
-    // No kept-alive sockets: an idle one races the server's close; the TLS context is the cost.
-    const agent = new https.Agent(defined);
+    // No kept-alive sockets: an idle one races the server's close. Each connection reuses the
+    // material's one TLS context (tls-context.ts) and resumes the agent's TLS session.
+    const agent = new https.Agent(tlsAgentOptions(material));
     this.#agent = { key, agent };
     return agent;
   }

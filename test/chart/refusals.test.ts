@@ -18,14 +18,14 @@ describe.each(HELM_VERSIONS)('chart refusals ($label)', ({ binary }) => {
     expect(stderr).toContain(message);
   });
 
-  it('refuses a collector memory limit below the measured minimum, naming it, and renders 192Mi', async () => {
-    for (const memory of ['100Mi', '0.1Gi', '128Mi', '191Mi', 200_000_000]) {
+  it('refuses a collector memory limit below the measured minimum, naming it, and renders 144Mi', async () => {
+    for (const memory of ['100Mi', '0.1Gi', '128Mi', '143Mi', 150_000_000]) {
       const stderr = await renderError(helm, { values: { resources: { limits: { memory } } } });
       expect(stderr, String(memory)).toContain(
-        `resources.limits.memory ${String(memory)} is below the collector's minimum of 192Mi (it measured up to 132 MiB`,
+        `resources.limits.memory ${String(memory)} is below the collector's minimum of 144Mi (it measured up to 77 MiB`,
       );
     }
-    for (const memory of ['192Mi', '201326592', '1Gi']) {
+    for (const memory of ['144Mi', '150994944', '1Gi']) {
       const objects = await render(helm, { values: { resources: { limits: { memory } } } });
       expect(
         objects.some((o) => o.kind === 'Deployment'),

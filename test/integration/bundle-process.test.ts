@@ -2,7 +2,8 @@
 // node_modules, so only what the bundle carries can load) against the test cluster and an
 // in-process demo gateway: it handshakes with the kube-system UID, opens its SQLite buffer and
 // checkpoints through the better-sqlite3 addon copied beside it, becomes ready, and exits 0 on
-// SIGTERM. Its text is ASCII only (V8 keeps it as a one-byte string).
+// SIGTERM. Its text is ASCII only (V8 keeps it as a one-byte string), and it carries no HTTP
+// framework.
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -110,6 +111,22 @@ describe('bundled collector process', () => {
       await worker.terminate();
       silent.close();
     }
+  });
+
+  it('carries no HTTP framework: its two HTTP servers are node:http', () => {
+    // fastify and its schema compilers were about 800 KB of the bundle's text, held for the
+    // process's life, and 3.5 MiB of an idle collector's RSS (README, "Idle footprint").
+    const meta = JSON.parse(readFileSync(join(bundleDir, 'meta.json'), 'utf8')) as {
+      outputs: Record<string, { inputs: Record<string, unknown> }>;
+    };
+    const [collector] = Object.entries(meta.outputs).filter(([file]) =>
+      file.endsWith('/collector.js'),
+    );
+    const frameworks = Object.keys(collector?.[1].inputs ?? {}).filter((input) =>
+      /node_modules\/(fastify|ajv|fast-json-stringify|find-my-way|avvio)\//.test(input),
+    );
+    expect(collector).toBeDefined();
+    expect(frameworks.map((input) => input.replace(/^.*node_modules\//, ''))).toEqual([]);
   });
 
   it('starts from its own directory, handshakes, uses SQLite, becomes ready, exits 0 on SIGTERM', async () => {

@@ -118,7 +118,7 @@ describe.each([
   });
 
   it("returns freed blocks to the kernel: glibc's mmap threshold fixed, not rising", () => {
-    expect(config.Env).toContain('GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072');
+    expect(config.Env).toContain('GLIBC_TUNABLES=glibc.malloc.mmap_threshold=32768');
   });
 
   it('has Node and its libraries, and no shell, no npm, no package manager', () => {

@@ -5,7 +5,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FakeClock } from '../../../test/helpers/fake-clock.js';
 import { logUrl, PodLogHttp, PodLogRequestError } from './pod-log-http.js';
+import { TurnBudget } from './turn-budget.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -185,6 +187,38 @@ describe('PodLogHttp over plain HTTP', () => {
       beforeRequest.abort();
     }, 20);
     await expect(waiting).resolves.toBeUndefined();
+  });
+
+  it('asks the kubeconfig for its credentials at most once a second: reads in between share them', async () => {
+    // client-node reads the CA, certificate and key files at every ask, and a restart opens
+    // every stream at once. A token changed in the kubeconfig is sent from the next second on.
+    const authorizations: (string | undefined)[] = [];
+    const server = await serve((req, res) => {
+      authorizations.push(req.headers.authorization);
+      res.end('2026-01-02T03:04:05.000000001Z a\n');
+    });
+    const kc = kubeConfig(server);
+    const clock = new FakeClock();
+    const reader = new PodLogHttp(kc, new TurnBudget(), { clock });
+    const read = () => reader.read(request, new AbortController().signal, () => undefined);
+    await read();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server, skipTLSVerify: true }],
+      users: [{ name: 'u', token: 'rotated-token-456' }],
+      contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+      currentContext: 'ctx',
+    });
+    await read();
+    clock.advance(999);
+    await read();
+    clock.advance(1);
+    await read();
+    expect(authorizations).toEqual([
+      'Bearer test-token-123',
+      'Bearer test-token-123',
+      'Bearer test-token-123',
+      'Bearer rotated-token-456',
+    ]);
   });
 
   it('ends the connection, not the process, when the consumer throws', async () => {

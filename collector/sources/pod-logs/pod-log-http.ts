@@ -6,14 +6,19 @@
 // each chunk then crossed two PassThrough streams and an async iterator step. Here a chunk goes
 // from the socket's 'data' event straight to the caller. `Log` also builds a new https.Agent,
 // and with it a new TLS context (CA, client key), for every request; the agent here is reused
-// while the kubeconfig's TLS material stays the same. It keeps no idle connection alive: a
-// kept socket can race the server's idle close, and the TLS context is the costly part. Authentication still comes from the
-// KubeConfig on every request (token files, exec plugins, impersonation).
+// while the kubeconfig's TLS material stays the same, and every connection reuses the material's
+// one TLS context (tls-context.ts). It keeps no idle connection alive: a kept socket can race the
+// server's idle close. Authentication comes from the KubeConfig (token files, exec plugins,
+// impersonation), asked at most once a second (kube-credentials.ts): client-node reads the CA,
+// certificate and key files at every call, and 200 streams open at once.
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { AGENT_VERSION } from '../../../shared/version.js';
 import type { LogRequest } from './kube-access.js';
+import { systemClock, type Clock } from '../../../shared/clock.js';
+import { createKubeCredentials, type KubeCredentials } from '../../kube-credentials.js';
+import { tlsAgentOptions, tlsMaterial, type TlsMaterial } from '../../tls-context.js';
 import { TurnBudget } from './turn-budget.js';
 
 /** A refused log request; `statusCode` is what errorCode() reads (403, 404, 400...). */
@@ -30,19 +35,11 @@ export class PodLogRequestError extends Error {
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; pod-logs)`;
 
-/** The TLS material an agent was built from: a change (rotated client cert) builds a new one. */
-interface AgentMaterial {
-  readonly ca: https.AgentOptions['ca'];
-  readonly cert: https.AgentOptions['cert'];
-  readonly key: https.AgentOptions['key'];
-  readonly rejectUnauthorized: boolean | undefined;
-  readonly servername: string | undefined;
-}
-
 const sameBytes = (a: unknown, b: unknown): boolean =>
   Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
 
-function sameAgentMaterial(a: AgentMaterial, b: AgentMaterial): boolean {
+/** The same TLS material: a change (rotated client cert) builds a new agent. */
+function sameAgentMaterial(a: TlsMaterial, b: TlsMaterial): boolean {
   return (
     sameBytes(a.ca, b.ca) &&
     sameBytes(a.cert, b.cert) &&
@@ -81,11 +78,6 @@ function headerObject(headers: https.RequestOptions['headers']): http.OutgoingHt
   return headers === undefined || isList(headers) ? {} : headers;
 }
 
-/** https.AgentOptions from the material, leaving out what the kubeconfig does not set. */
-function definedOnly(material: AgentMaterial): https.AgentOptions {
-  return Object.fromEntries(Object.entries(material).filter(([, value]) => value !== undefined));
-}
-
 export function logUrl(server: string, request: LogRequest): URL {
   const base = server.replace(/\/+$/, '');
   const path = `/api/v1/namespaces/${encodeURIComponent(request.namespace)}/pods/${encodeURIComponent(request.pod)}/log`;
@@ -107,11 +99,18 @@ export class PodLogHttp {
   readonly #kc: KubeConfig;
   /** Shared by every read of this client: the time all of them may take in one turn. */
   readonly #budget: TurnBudget;
-  #agent: { material: AgentMaterial; agent: http.Agent } | undefined;
+  /** The kubeconfig's request options, asked at most once a second. */
+  readonly #credentials: KubeCredentials;
+  #agent: { material: TlsMaterial; agent: http.Agent } | undefined;
 
-  constructor(kc: KubeConfig, budget: TurnBudget = new TurnBudget()) {
+  constructor(
+    kc: KubeConfig,
+    budget: TurnBudget = new TurnBudget(),
+    { clock = systemClock }: { clock?: Clock } = {},
+  ) {
     this.#kc = kc;
     this.#budget = budget;
+    this.#credentials = createKubeCredentials(kc, { clock });
   }
 
   /**
@@ -126,10 +125,11 @@ export class PodLogHttp {
   ): Promise<void> {
     const cluster = this.#kc.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    const options: https.RequestOptions = {};
     // An exec plugin or a token refresh can hang: the caller's abort (the idle watchdog, a
-    // restart, shutdown) must still end the read.
-    if (!(await untilAborted(this.#kc.applyToHTTPSOptions(options), signal))) return;
+    // restart, shutdown) must still end the read. The options are shared: never modified here.
+    const asked = this.#credentials.options();
+    if (!(await untilAborted(asked, signal))) return;
+    const options = await asked;
     const url = logUrl(cluster.server, request);
     const plain = url.protocol === 'http:';
     const proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== '';
@@ -213,18 +213,13 @@ export class PodLogHttp {
 
   /** The TLS agent for these options: the cached one while the TLS material is unchanged. */
   #tlsAgentFor(options: https.RequestOptions): http.Agent {
-    const material: AgentMaterial = {
-      ca: options.ca,
-      cert: options.cert,
-      key: options.key,
-      rejectUnauthorized: options.rejectUnauthorized,
-      servername: options.servername,
-    };
+    const material = tlsMaterial(options);
     const cached = this.#agent;
     if (cached && sameAgentMaterial(cached.material, material)) return cached.agent;
     // New material (a rotated client certificate, a new CA): new connections use it, and the
-    // streams open on the old agent run on until they end.
-    const agent = new https.Agent(definedOnly(material));
+    // streams open on the old agent run on until they end. Every stream's connection reuses the
+    // material's one TLS context (tls-context.ts).
+    const agent = new https.Agent(tlsAgentOptions(material));
     this.#agent = { material, agent };
     return agent;
   }
