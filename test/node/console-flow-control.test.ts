@@ -270,9 +270,9 @@ describe('flow control through the collector', () => {
     expect(big.duplicates).toBe(0);
     // What the executor read from the exec WebSocket (its close audit record's bytes_out, written
     // before the exit is sent): the agent delivers exactly that, whatever the cluster delivered.
-    // A run short of TOTAL_BYTES with this met lost the bytes before the executor: the API server
-    // ended the exec stream early and reported success (docs/consoles.md, "Output lost before
-    // the executor").
+    // A run short of TOTAL_BYTES with this met lost the bytes before the executor's session: the
+    // exec WebSocket delivered the output cut short, then a success status (docs/consoles.md,
+    // "Output lost before the executor").
     const closeAudit = executor.lines().find((line) => {
       const audit = line['audit'] as { event?: string; sessionId?: string } | undefined;
       return audit?.event === 'close' && audit.sessionId === big.opened?.sessionId;
