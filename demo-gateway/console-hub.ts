@@ -71,6 +71,10 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
   /** A size asked for before the call arrived: sent when it binds. */
   #pendingSize: { cols: number; rows: number } | undefined;
   #readingPaused = false;
+  /** An open or attach was asked for and its call has not arrived yet. */
+  #awaitingCall = true;
+  /** cut() came while the call was awaited: the call is ended as soon as it arrives. */
+  #cutBeforeCall = false;
   /** An exit that arrived before the output it counts (its last_seq): applied when that has. */
   #pendingExit: ConsoleExitEvent | undefined;
   /** Output chunks received twice (a replay overlapping what was held): must stay 0. */
@@ -127,12 +131,23 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
     return this.#send({ frame: { $case: 'close', value: reason } });
   }
 
-  /** Ends the call from the gateway's side, as a lost network would (the session lives on). */
+  /**
+   * Ends the call from the gateway's side, as a lost network would (the session lives on). Before
+   * the agent's call has arrived (the console still opening, or re-attaching), that call is ended
+   * as soon as it arrives: else it would bind as if nothing happened and the console would run on.
+   */
   cut(): void {
     const call = this.#call;
     this.#call = undefined;
+    if (call === undefined && this.#awaitingCall) this.#cutBeforeCall = true;
     call?.end();
-    if (this.state === 'open') this.#setState('detached');
+    if (this.state === 'open' || this.state === 'opening') this.#setState('detached');
+  }
+
+  /** @internal an attach was asked for: its call is awaited (a cut before it ends it). */
+  awaitCall(): void {
+    this.#awaitingCall = true;
+    this.#cutBeforeCall = false;
   }
 
   /**
@@ -161,8 +176,15 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
     this.emit('change');
   }
 
-  /** @internal the agent's call for this console arrived. */
-  bind(call: ConsoleServerCall): void {
+  /** @internal the agent's call for this console arrived; false when it was cut (and ended). */
+  bind(call: ConsoleServerCall): boolean {
+    this.#awaitingCall = false;
+    if (this.#cutBeforeCall) {
+      this.#cutBeforeCall = false;
+      call.on('data', () => undefined);
+      call.end();
+      return false;
+    }
     this.#call = call;
     const size = this.#pendingSize;
     this.#pendingSize = undefined;
@@ -182,6 +204,7 @@ export class DemoConsole extends EventEmitter<{ output: [Buffer, number]; change
     });
     call.on('error', lost);
     call.on('cancelled', lost);
+    return true;
   }
 
   /**
@@ -317,6 +340,7 @@ export class ConsoleHub {
     const opened = console.opened;
     if (opened === undefined) return false;
     console.agentSession = agentSession;
+    console.awaitCall();
     const requestId = randomUUID();
     this.#pending.set(requestId, console);
     return this.#send(agentSession, {
@@ -346,9 +370,8 @@ export class ConsoleHub {
         return;
       }
       this.#pending.delete(frame.requestId);
-      console.bind(call);
-      // The first frame may already carry a payload.
-      if (frame.frame !== undefined) call.emit('data', frame);
+      // The first frame may already carry a payload (not for a call cut before it arrived).
+      if (console.bind(call) && frame.frame !== undefined) call.emit('data', frame);
     });
     call.on('error', () => undefined);
   }

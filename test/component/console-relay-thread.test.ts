@@ -8,6 +8,8 @@
 //   output window (it writes whatever its stream takes), the relay stops reading the executor,
 //   so the executor is held back after far less than it had to send; the 50 MiB test on the real
 //   node cannot show this, the executor's window bounds the output there whatever the relay does;
+// - a console the gateway cuts before it opened at the executor (before the relay's call reached
+//   the gateway, or after) ends the relay's executor stream: no session is left attached there;
 // - a thread that fails refuses the console with EXECUTOR_UNAVAILABLE on the gateway's call
 //   (the gateway is not left waiting), and the failure is in the main thread's log.
 import { once } from 'node:events';
@@ -49,6 +51,8 @@ const PUSH_CHUNK = 64 * 1024;
 async function holdingExecutor(socketPath: string, push = false) {
   const server = new Server();
   const streams: ServerDuplexStream<ConsoleRequest, ConsoleResponse>[] = [];
+  /** Streams the collector ended (cancelled or half-closed): the session would detach. */
+  const gone = new Set<ServerDuplexStream<ConsoleRequest, ConsoleResponse>>();
   const pushed = { bytes: 0, waiting: false };
   const pushOutput = async (call: ServerDuplexStream<ConsoleRequest, ConsoleResponse>) => {
     const data = Buffer.alloc(PUSH_CHUNK, 0x61);
@@ -73,6 +77,9 @@ async function holdingExecutor(socketPath: string, push = false) {
     runMutation: unimplemented,
     console: (call: ServerDuplexStream<ConsoleRequest, ConsoleResponse>) => {
       call.on('error', () => undefined);
+      call.on('cancelled', () => gone.add(call));
+      call.on('end', () => gone.add(call));
+      call.on('data', () => undefined);
       streams.push(call);
       if (push) void pushOutput(call).catch(() => undefined);
     },
@@ -86,7 +93,7 @@ async function holdingExecutor(socketPath: string, push = false) {
   cleanups.push(() => {
     server.forceShutdown();
   });
-  return { streams, pushed };
+  return { streams, gone, pushed };
 }
 
 async function startAgent(options: { workerUrl?: URL; push?: boolean } = {}) {
@@ -203,6 +210,40 @@ describe('the console relay thread', () => {
     // What the sockets, the HTTP/2 windows and the streams' buffers between executor and gateway
     // hold, far below PUSH_TOTAL.
     expect(executor.pushed.bytes).toBeLessThan(PUSH_TOTAL / 4);
+  });
+
+  it('a call the gateway cut before it arrived there ends the executor stream when it does', async () => {
+    // The gateway ends a console's call (cut: a lost network) while the console is still opening,
+    // before the relay's call has even reached the gateway. The call that arrives afterwards must
+    // not live on as if nothing happened: the relay would keep its executor stream, and the
+    // session at the executor would count against max_sessions until max_session_sec.
+    const { gateway, session, executor } = await startAgent();
+    const console = gateway.consoles.open(session.sessionId, { namespace: 'default', pod: 'a' });
+    console.cut();
+    await until(() => executor.streams.length === 1, 'the console at the executor');
+    const stream = executor.streams[0];
+    await until(
+      () => stream !== undefined && executor.gone.has(stream),
+      'the executor stream ended by the relay',
+      { timeoutMs: 10_000 },
+    );
+    expect(console.state).toBe('detached');
+  });
+
+  it('a call the gateway cut before the console opened at the executor ends the executor stream', async () => {
+    // Cut once the relay's call reached the gateway, with the executor not answering yet.
+    const { gateway, session, executor } = await startAgent();
+    const console = gateway.consoles.open(session.sessionId, { namespace: 'default', pod: 'a' });
+    await until(() => executor.streams.length === 1, 'the console at the executor');
+    await until(() => console.resize(80, 24), "the relay's call bound at the gateway");
+    console.cut();
+    const stream = executor.streams[0];
+    await until(
+      () => stream !== undefined && executor.gone.has(stream),
+      'the executor stream ended by the relay',
+      { timeoutMs: 10_000 },
+    );
+    expect(console.state).toBe('detached');
   });
 
   it('that failed refuses the console with a code, and its error is in the main log', async () => {

@@ -268,6 +268,16 @@ describe('flow control through the collector', () => {
     expect(big.exit).toMatchObject({ reason: 'exited', exitCode: 0 });
     expect(outOfOrder).toBe(0);
     expect(big.duplicates).toBe(0);
+    // What the executor read from the exec WebSocket (its close audit record's bytes_out, written
+    // before the exit is sent): the agent delivers exactly that, whatever the cluster delivered.
+    // A run short of TOTAL_BYTES with this met lost the bytes before the executor's session: the
+    // exec WebSocket delivered the output cut short, then a success status (docs/consoles.md,
+    // "Output lost before the executor").
+    const closeAudit = executor.lines().find((line) => {
+      const audit = line['audit'] as { event?: string; sessionId?: string } | undefined;
+      return audit?.event === 'close' && audit.sessionId === big.opened?.sessionId;
+    })?.['audit'] as { bytesOut?: string } | undefined;
+    expect(received).toBe(Number(closeAudit?.bytesOut));
     expect(received).toBe(TOTAL_BYTES);
     expect(hash.digest('hex')).toBe(expectedSha256());
     // The gateway really lagged: six pauses of 2 s each.
