@@ -7,6 +7,7 @@ import { getHeapStatistics } from 'node:v8';
 import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
 import type { Service } from '../../shared/lifecycle/service.js';
+import { periodicService } from './periodic-service.js';
 
 export interface HeapReading {
   readonly usedBytes: number;
@@ -41,9 +42,7 @@ export function createHeapWatch(options: HeapWatchOptions, deps: HeapWatchDeps):
   const intervalMs = options.intervalMs ?? 10_000;
   const readHeap = deps.readHeap ?? v8Heap;
   const logger = deps.logger.child({ component: 'heap-watch' });
-  const lifetime = new AbortController();
   let underPressure = false;
-  let loop: Promise<void> | undefined;
 
   function check(): void {
     const { usedBytes, limitBytes } = readHeap();
@@ -67,25 +66,8 @@ export function createHeapWatch(options: HeapWatchOptions, deps: HeapWatchDeps):
     }
   }
 
-  return {
-    name: 'heap-watch',
-    start(signal: AbortSignal): Promise<void> {
-      const stop = (): void => {
-        lifetime.abort();
-      };
-      if (signal.aborted) stop();
-      else signal.addEventListener('abort', stop, { once: true });
-      loop = (async () => {
-        while (!lifetime.signal.aborted) {
-          check();
-          await deps.clock.sleep(intervalMs, lifetime.signal).catch(() => undefined);
-        }
-      })();
-      return Promise.resolve();
-    },
-    async close(): Promise<void> {
-      lifetime.abort();
-      await loop;
-    },
-  };
+  return periodicService(
+    { name: 'heap-watch', intervalMs, clock: deps.clock, lookAtStart: true },
+    check,
+  );
 }

@@ -16,6 +16,7 @@ import { getHeapStatistics } from 'node:v8';
 import type { Logger } from 'pino';
 import type { Clock } from '../../shared/clock.js';
 import type { Service } from '../../shared/lifecycle/service.js';
+import { periodicService } from './periodic-service.js';
 
 export interface IdleGcOptions {
   /** How often to look (default 2 s). */
@@ -63,8 +64,6 @@ export function createIdleGc(options: IdleGcOptions, deps: IdleGcDeps): Service 
   const readHeapBytes = deps.readHeapBytes ?? v8CommittedBytes;
   const readBusyShare = deps.readBusyShare ?? eventLoopBusyShare();
   const logger = deps.logger.child({ component: 'idle-gc' });
-  const lifetime = new AbortController();
-  let loop: Promise<void> | undefined;
   /** The heap right after the last collection (or at start). */
   let floor = readHeapBytes();
   /** Consecutive intervals the event loop was idle in. */
@@ -85,28 +84,5 @@ export function createIdleGc(options: IdleGcOptions, deps: IdleGcDeps): Service 
     );
   }
 
-  return {
-    name: 'idle-gc',
-    start(signal: AbortSignal): Promise<void> {
-      const stop = (): void => {
-        lifetime.abort();
-      };
-      if (signal.aborted) stop();
-      else signal.addEventListener('abort', stop, { once: true });
-      loop = (async () => {
-        while (!lifetime.signal.aborted) {
-          const slept = await deps.clock.sleep(intervalMs, lifetime.signal).then(
-            () => true,
-            () => false,
-          );
-          if (slept) check();
-        }
-      })();
-      return Promise.resolve();
-    },
-    async close(): Promise<void> {
-      lifetime.abort();
-      await loop;
-    },
-  };
+  return periodicService({ name: 'idle-gc', intervalMs, clock: deps.clock }, check);
 }
