@@ -206,12 +206,18 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
   ) => {
     active += 1;
     calls += 1;
+    // Idle once both counts are back at zero, whichever comes last: grpc-js reports a call's
+    // status (and error) in the tick before its readable side ends, so on a cut from the gateway
+    // the call completes while this console is still active.
+    const maybeIdle = () => {
+      if (active === 0 && calls === 0) deps.onIdle?.();
+    };
     let completed = false;
     const complete = () => {
       if (completed) return;
       completed = true;
       calls -= 1;
-      if (calls === 0) deps.onIdle?.();
+      maybeIdle();
     };
     // The call is over once the gateway answered our half-close (or it failed): closing the
     // channel before that could drop output still queued on it.
@@ -225,6 +231,7 @@ export function createConsoleRelay(deps: ConsoleRelayDeps): ConsoleRelay {
       // Ending one side ends the other; the executor detaches (the session waits to resume).
       upstream.cancel();
       gateway.end();
+      maybeIdle();
     };
     upstream.on('data', (message: ConsoleResponse) => {
       if (message.output?.$case === 'audit') {

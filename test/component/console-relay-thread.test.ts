@@ -217,7 +217,7 @@ describe('the console relay thread', () => {
     // before the relay's call has even reached the gateway. The call that arrives afterwards must
     // not live on as if nothing happened: the relay would keep its executor stream, and the
     // session at the executor would count against max_sessions until max_session_sec.
-    const { gateway, session, executor } = await startAgent();
+    const { gateway, forwarder, session, executor } = await startAgent();
     const console = gateway.consoles.open(session.sessionId, { namespace: 'default', pod: 'a' });
     console.cut();
     await until(() => executor.streams.length === 1, 'the console at the executor');
@@ -228,11 +228,14 @@ describe('the console relay thread', () => {
       { timeoutMs: 10_000 },
     );
     expect(console.state).toBe('detached');
+    // Cut from the gateway's side, the console connection still closes once no console is open
+    // (grpc-js reports the call's status before its readable side ends).
+    await until(() => forwarder.open() === 1, 'the console connection closed once idle');
   });
 
   it('a call the gateway cut before the console opened at the executor ends the executor stream', async () => {
     // Cut once the relay's call reached the gateway, with the executor not answering yet.
-    const { gateway, session, executor } = await startAgent();
+    const { gateway, forwarder, session, executor } = await startAgent();
     const console = gateway.consoles.open(session.sessionId, { namespace: 'default', pod: 'a' });
     await until(() => executor.streams.length === 1, 'the console at the executor');
     await until(() => console.resize(80, 24), "the relay's call bound at the gateway");
@@ -244,6 +247,9 @@ describe('the console relay thread', () => {
       { timeoutMs: 10_000 },
     );
     expect(console.state).toBe('detached');
+    // Cut from the gateway's side, the console connection still closes once no console is open
+    // (grpc-js reports the call's status before its readable side ends).
+    await until(() => forwarder.open() === 1, 'the console connection closed once idle');
   });
 
   it('that failed refuses the console with a code, and its error is in the main log', async () => {
