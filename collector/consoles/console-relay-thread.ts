@@ -11,6 +11,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { Service } from '../../shared/lifecycle/service.js';
+import { getErrorMessage } from '../../shared/errors.js';
 import type { LogLevel } from '../../shared/logging/create-logger.js';
 import type { BufferItem } from '../buffer/types.js';
 import type { ConsoleCall, DialOptions } from '../gateway/dial.js';
@@ -59,16 +60,33 @@ const LEVELS: Readonly<Record<number, 'trace' | 'debug' | 'info' | 'warn' | 'err
   60: 'fatal',
 };
 
-/** Refuses a console on its own call from this thread: the relay thread cannot answer it. */
-function refuse(requestId: string, dial: () => ConsoleCall, reason: string): void {
-  const call = dial();
-  call.on('error', () => undefined);
-  call.write({ requestId, frame: undefined });
-  call.write({
-    requestId,
-    frame: { $case: 'refusal', value: { code: 'EXECUTOR_UNAVAILABLE', reason } },
-  });
-  call.end();
+/**
+ * Refuses a console on its own call from this thread: the relay thread cannot answer it. Called
+ * from event listeners and at close, possibly after the gateway session the dial belongs to has
+ * ended (grpc-js then throws "Channel has been shut down" at once): nothing to refuse on then, the
+ * gateway lost that console with its session, so the failure is logged, never thrown.
+ */
+export function refuse(
+  requestId: string,
+  dial: () => ConsoleCall,
+  reason: string,
+  logger: Logger,
+): void {
+  try {
+    const call = dial();
+    call.on('error', () => undefined);
+    call.write({ requestId, frame: undefined });
+    call.write({
+      requestId,
+      frame: { $case: 'refusal', value: { code: 'EXECUTOR_UNAVAILABLE', reason } },
+    });
+    call.end();
+  } catch (err: unknown) {
+    logger.warn(
+      { requestId, err: getErrorMessage(err) },
+      'could not refuse a console on its call (the gateway session has ended)',
+    );
+  }
 }
 
 export function createConsoleRelayThread(deps: ConsoleRelayThreadDeps): ConsoleRelayThread {
@@ -95,7 +113,7 @@ export function createConsoleRelayThread(deps: ConsoleRelayThreadDeps): ConsoleR
   };
 
   const failAll = (reason: string): void => {
-    for (const [requestId, dial] of pending) refuse(requestId, dial, reason);
+    for (const [requestId, dial] of pending) refuse(requestId, dial, reason, logger);
     pending.clear();
   };
 
@@ -131,6 +149,7 @@ export function createConsoleRelayThread(deps: ConsoleRelayThreadDeps): ConsoleR
               event.requestId,
               dial,
               `the console relay could not reach the gateway: ${event.reason}`,
+              logger,
             );
           }
           return;
@@ -154,7 +173,7 @@ export function createConsoleRelayThread(deps: ConsoleRelayThreadDeps): ConsoleR
   const handle: ConsoleHandler = (request: ConsoleRequestPayload, dial, headers) => {
     const requestId = request.value.requestId;
     if (closed) {
-      refuse(requestId, dial, 'the collector is stopping');
+      refuse(requestId, dial, 'the collector is stopping', logger);
       return;
     }
     worker ??= start();
