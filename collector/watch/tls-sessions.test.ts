@@ -80,7 +80,9 @@ describe('periodic API requests resume their TLS session', () => {
   it('workload owner lookups of the pod log source: one full handshake', async () => {
     const api = await startApiServer();
     const { owners } = kubePodLogAccess(api.kube);
-    for (let i = 0; i < REQUESTS; i++) await owners('ReplicaSet', 'shop', `web-${String(i)}`);
+    for (let i = 0; i < REQUESTS; i++) {
+      await owners('ReplicaSet', 'shop', `web-${String(i)}`, new AbortController().signal);
+    }
     expect(api.paths[0]).toBe('/apis/apps/v1/namespaces/shop/replicasets/web-0');
     expect(api.handshakes).toEqual({ full: 1, resumed: REQUESTS - 1 });
   });

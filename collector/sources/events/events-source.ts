@@ -235,12 +235,15 @@ export function createEventsSource(
     timestamp: String(clock.now()),
   });
   const owners = new WorkloadResolver(
-    async (kind, namespace, name) => {
+    async (kind, namespace, name, deadline) => {
       const path =
         kind === 'ReplicaSet'
           ? `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/replicasets/${encodeURIComponent(name)}`
           : `/apis/batch/v1/namespaces/${encodeURIComponent(namespace)}/jobs/${encodeURIComponent(name)}`;
-      const object = (await http.getJson({ path }, lifetime.signal)) as KubeObject;
+      const object = (await http.getJson(
+        { path },
+        AbortSignal.any([lifetime.signal, deadline]),
+      )) as KubeObject;
       const refs = (object.metadata?.['ownerReferences'] ?? []) as {
         kind: string;
         name: string;

@@ -37,9 +37,6 @@ export interface PodLogKubeAccess {
   readonly owners: OwnerLookup;
 }
 
-/** An owner lookup has no deadline of its own (the resolver falls back to the direct owner). */
-const NO_DEADLINE = new AbortController().signal;
-
 interface OwnedObject {
   readonly metadata?: { readonly ownerReferences?: readonly V1OwnerReference[] };
 }
@@ -63,11 +60,11 @@ export function kubePodLogAccess(kc: KubeConfig, watches?: WatchHub): PodLogKube
     logs: {
       read: (request, signal, onChunk) => http.read(request, signal, onChunk),
     },
-    owners: async (kind, namespace, name) => {
+    owners: async (kind, namespace, name, signal) => {
       const collection = kind === 'ReplicaSet' ? 'apps/v1/namespaces' : 'batch/v1/namespaces';
       const plural = kind === 'ReplicaSet' ? 'replicasets' : 'jobs';
       const path = `/apis/${collection}/${encodeURIComponent(namespace)}/${plural}/${encodeURIComponent(name)}`;
-      const object = (await rest.getJson({ path }, NO_DEADLINE)) as OwnedObject;
+      const object = (await rest.getJson({ path }, signal)) as OwnedObject;
       return object.metadata?.ownerReferences?.find((ref) => ref.controller === true);
     },
   };

@@ -100,4 +100,23 @@ describe('WorkloadResolver', () => {
     expect(arrived).toEqual(['CREATED', 'STARTED']);
     expect(answers).toHaveLength(1);
   });
+
+  it('gives up on a lookup the API server never answers: the direct owner, and later asks are not held', async () => {
+    let calls = 0;
+    const hanging: OwnerLookup = (_kind, _namespace, _name, signal) => {
+      calls += 1;
+      return new Promise((_resolve, reject) => {
+        signal.addEventListener('abort', () => {
+          reject(new Error('aborted'));
+        });
+      });
+    };
+    const resolver = new WorkloadResolver(hanging, () => 0, 50);
+    const pod = podOwnedBy(ref('ReplicaSet', 'web-7d9f'));
+    const first = resolver.resolve(pod);
+    const second = resolver.resolve(pod);
+    expect(await first).toEqual({ name: 'web-7d9f', kind: 'ReplicaSet' });
+    expect(await second).toEqual({ name: 'web-7d9f', kind: 'ReplicaSet' });
+    expect(calls).toBe(1);
+  });
 });

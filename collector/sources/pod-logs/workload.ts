@@ -11,14 +11,21 @@ export interface Workload {
   readonly kind: string;
 }
 
-/** Reads the controller of a ReplicaSet or Job (undefined: none). */
+/** Reads the controller of a ReplicaSet or Job (undefined: none); gives up at `signal`. */
 export type OwnerLookup = (
   kind: 'ReplicaSet' | 'Job',
   namespace: string,
   name: string,
+  signal: AbortSignal,
 ) => Promise<V1OwnerReference | undefined>;
 
 const TTL_MS = 5 * 60_000;
+/**
+ * A lookup gives up after this long and the direct owner is the answer: every ask for the same
+ * owner waits on one lookup, so a request the API server never answers would otherwise hold the
+ * log sessions and lifecycle events of every pod of that owner.
+ */
+export const LOOKUP_TIMEOUT_MS = 10_000;
 
 export class WorkloadResolver {
   readonly #lookup: OwnerLookup;
@@ -27,9 +34,12 @@ export class WorkloadResolver {
   /** Lookups under way, by owner: a second ask awaits the same one. */
   readonly #pending = new Map<string, Promise<Workload>>();
 
-  constructor(lookup: OwnerLookup, now: () => number) {
+  readonly #timeoutMs: number;
+
+  constructor(lookup: OwnerLookup, now: () => number, timeoutMs = LOOKUP_TIMEOUT_MS) {
     this.#lookup = lookup;
     this.#now = now;
+    this.#timeoutMs = timeoutMs;
   }
 
   async resolve(pod: V1Pod): Promise<Workload> {
@@ -56,7 +66,12 @@ export class WorkloadResolver {
 
   async #parentOf(kind: 'ReplicaSet' | 'Job', namespace: string, name: string): Promise<Workload> {
     try {
-      const parent = await this.#lookup(kind, namespace, name);
+      const parent = await this.#lookup(
+        kind,
+        namespace,
+        name,
+        AbortSignal.timeout(this.#timeoutMs),
+      );
       if (parent) return { name: parent.name, kind: parent.kind };
     } catch {
       // Deleted owner or no permission: the direct owner is the best answer, cached as such.
