@@ -34,6 +34,24 @@ describe.each(HELM_VERSIONS)('chart refusals ($label)', ({ binary }) => {
     }
   });
 
+  it('asks 160Mi when a console gate is on: the collector then runs its console relay thread too', async () => {
+    for (const rbac of [{ exec: true }, { nodeShell: true }]) {
+      const stderr = await renderError(helm, {
+        values: { rbac, ...RENDER_UNIMPLEMENTED, resources: { limits: { memory: '150Mi' } } },
+      });
+      expect(stderr, JSON.stringify(rbac)).toContain(
+        "resources.limits.memory 150Mi is below the collector's minimum of 160Mi (it measured up to 94 MiB resident when idle with its console relay thread",
+      );
+      const objects = await render(helm, {
+        values: { rbac, ...RENDER_UNIMPLEMENTED, resources: { limits: { memory: '160Mi' } } },
+      });
+      expect(
+        objects.some((o) => o.kind === 'Deployment'),
+        JSON.stringify(rbac),
+      ).toBe(true);
+    }
+  });
+
   it('renders the legitimate neighbours of the refused values', async () => {
     // pods/log is the one allowed subresource; a named CRD resource is fine.
     const objects = await render(helm, {
