@@ -16,8 +16,10 @@ export const isSecretResource = (group: string, resource: string): boolean =>
   group === '' && resource === 'secrets';
 
 /**
- * Sanitizes in place and returns the object (the raw object is ours: it was just parsed from
- * the wire and nobody else holds it).
+ * Sanitizes in place and returns the object. The raw object was just parsed from the wire; on a
+ * shared watch (collector/watch/shared-watch.ts) the other users of the same pods (the log source,
+ * the lifecycle deriver) see the same object, which is safe because what this removes
+ * (managedFields, the last-applied annotation, a Secret's data) is nothing they read.
  */
 export function sanitizeObject(
   object: KubeObject,
