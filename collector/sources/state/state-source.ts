@@ -33,6 +33,11 @@ import { isSecretResource, sanitizeObject } from './sanitize.js';
 import { encodeStateEvent, toStateRecord, type StateRecord } from './state-event.js';
 
 export const DISCOVERY_INTERVAL_MS = 30_000;
+/**
+ * The hub is held for the first discovery at most this long: a discovery request the API server
+ * never answers must not keep the other users' watches (the log source's pods) from starting.
+ */
+export const DISCOVERY_HOLD_MAX_MS = 10_000;
 
 /** Counters the source reports (state-metrics.ts binds them to /metrics). */
 export interface StateCounters {
@@ -374,6 +379,7 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
           { once: true },
         );
       void reconcile().finally(releaseHub);
+      deps.clock.sleep(DISCOVERY_HOLD_MAX_MS, lifetime.signal).then(releaseHub, () => undefined);
       timer = setInterval(() => {
         void reconcile();
       }, options.discoveryIntervalMs ?? DISCOVERY_INTERVAL_MS);
