@@ -212,6 +212,25 @@ describe('the console relay thread', () => {
     expect(executor.pushed.bytes).toBeLessThan(PUSH_TOTAL / 4);
   });
 
+  /**
+   * After a cut from the gateway: the relay ended its executor stream, the gateway shows the
+   * console detached, and the console connection closed once no console is open (grpc-js reports
+   * the call's status before its readable side ends).
+   */
+  async function expectCutEnded(
+    agent: Pick<Awaited<ReturnType<typeof startAgent>>, 'forwarder' | 'executor'>,
+    console: { readonly state: string },
+  ): Promise<void> {
+    const stream = agent.executor.streams[0];
+    await until(
+      () => stream !== undefined && agent.executor.gone.has(stream),
+      'the executor stream ended by the relay',
+      { timeoutMs: 10_000 },
+    );
+    expect(console.state).toBe('detached');
+    await until(() => agent.forwarder.open() === 1, 'the console connection closed once idle');
+  }
+
   it('a call the gateway cut before it arrived there ends the executor stream when it does', async () => {
     // The gateway ends a console's call (cut: a lost network) while the console is still opening,
     // before the relay's call has even reached the gateway. The call that arrives afterwards must
@@ -221,16 +240,7 @@ describe('the console relay thread', () => {
     const console = gateway.consoles.open(session.sessionId, { namespace: 'default', pod: 'a' });
     console.cut();
     await until(() => executor.streams.length === 1, 'the console at the executor');
-    const stream = executor.streams[0];
-    await until(
-      () => stream !== undefined && executor.gone.has(stream),
-      'the executor stream ended by the relay',
-      { timeoutMs: 10_000 },
-    );
-    expect(console.state).toBe('detached');
-    // Cut from the gateway's side, the console connection still closes once no console is open
-    // (grpc-js reports the call's status before its readable side ends).
-    await until(() => forwarder.open() === 1, 'the console connection closed once idle');
+    await expectCutEnded({ forwarder, executor }, console);
   });
 
   it('a call the gateway cut before the console opened at the executor ends the executor stream', async () => {
@@ -240,16 +250,7 @@ describe('the console relay thread', () => {
     await until(() => executor.streams.length === 1, 'the console at the executor');
     await until(() => console.resize(80, 24), "the relay's call bound at the gateway");
     console.cut();
-    const stream = executor.streams[0];
-    await until(
-      () => stream !== undefined && executor.gone.has(stream),
-      'the executor stream ended by the relay',
-      { timeoutMs: 10_000 },
-    );
-    expect(console.state).toBe('detached');
-    // Cut from the gateway's side, the console connection still closes once no console is open
-    // (grpc-js reports the call's status before its readable side ends).
-    await until(() => forwarder.open() === 1, 'the console connection closed once idle');
+    await expectCutEnded({ forwarder, executor }, console);
   });
 
   it('that failed refuses the console with a code, and its error is in the main log', async () => {

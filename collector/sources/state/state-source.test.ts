@@ -21,35 +21,29 @@ function unreachable(server = 'https://127.0.0.1:1'): KubeConfig {
   return kube;
 }
 
+/** The source's options with one rule: `resources` in `namespace` ('' is every namespace). */
+function oneRule(namespace: string, resources: string[]): Parameters<typeof createStateSource>[0] {
+  return {
+    state: {
+      enabled: true,
+      resync_period: 0,
+      redact_secrets: false,
+      rules: [{ id: 'a', namespace, resources, label_selector: '', field_selector: '' }],
+    },
+    identity: { clusterId: 'c', agentId: 'a' },
+    secretsMetadataOnly: false,
+  };
+}
+
 describe('state source readiness', () => {
   it('is not ready before the first sync and names every unsynced watch', async () => {
     const http = new KubeHttp(unreachable());
-    const source = createStateSource(
-      {
-        state: {
-          enabled: true,
-          resync_period: 0,
-          redact_secrets: false,
-          rules: [
-            {
-              id: 'a',
-              namespace: 'shop',
-              resources: ['deployments', 'configmaps'],
-              label_selector: '',
-              field_selector: '',
-            },
-          ],
-        },
-        identity: { clusterId: 'c', agentId: 'a' },
-        secretsMetadataOnly: false,
-      },
-      {
-        logger: pino({ level: 'silent' }),
-        clock: systemClock,
-        sink: { enqueue: () => undefined },
-        http,
-      },
-    );
+    const source = createStateSource(oneRule('shop', ['deployments', 'configmaps']), {
+      logger: pino({ level: 'silent' }),
+      clock: systemClock,
+      sink: { enqueue: () => undefined },
+      http,
+    });
     await source.start(new AbortController().signal);
     try {
       expect(source.up()).toBe(false);
@@ -88,33 +82,13 @@ describe('state source readiness', () => {
         watch: () => new Promise(() => undefined),
       }),
     });
-    const source = createStateSource(
-      {
-        state: {
-          enabled: true,
-          resync_period: 0,
-          redact_secrets: false,
-          rules: [
-            {
-              id: 'a',
-              namespace: '',
-              resources: ['pods'],
-              label_selector: '',
-              field_selector: '',
-            },
-          ],
-        },
-        identity: { clusterId: 'c', agentId: 'a' },
-        secretsMetadataOnly: false,
-      },
-      {
-        logger: pino({ level: 'silent' }),
-        clock: hurried,
-        sink: { enqueue: () => undefined },
-        http,
-        watches: hub,
-      },
-    );
+    const source = createStateSource(oneRule('', ['pods']), {
+      logger: pino({ level: 'silent' }),
+      clock: hurried,
+      sink: { enqueue: () => undefined },
+      http,
+      watches: hub,
+    });
     // The log source's pods, subscribed while the state source holds the hub.
     const logs = new AbortController();
     void hub
