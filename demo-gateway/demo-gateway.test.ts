@@ -94,6 +94,16 @@ const state = (id: string): AgentMessage => ({
   payload: { $case: 'state', value: StateEvent.fromPartial({ name: id, namespace: 'default' }) },
 });
 
+const logs = (id: string): AgentMessage => ({
+  messageId: id,
+  payload: {
+    $case: 'logs',
+    value: LogBatch.fromPartial({
+      entries: [LogEntry.fromPartial({ namespace: 'default', podName: 'p', message: id })],
+    }),
+  },
+});
+
 const handshakeReply = (received: GatewayMessage[]) =>
   received.find((m) => m.payload?.$case === 'handshake')?.payload?.value as
     | { accepted: boolean; rejectionReason: string; protoVersion: string; deliveryAcks: boolean }
@@ -117,6 +127,44 @@ describe('demo gateway', () => {
     expect(ackedIds(received)).toEqual(['a', 'a', 'b']);
     const [session] = gateway.sessions();
     expect(session).toMatchObject({ agentId: 'raw-agent', received: 3, duplicates: 1, acked: 3 });
+  });
+
+  it('with storeLogBatches off, acks every copy of a log batch and deduplicates it without storing it', async () => {
+    // What an agent relies on whether the gateway stores or not: every copy is acked (a batch
+    // redelivered after a lost ack is settled again) and counted once (isNew only the first time,
+    // across sessions); only log batches skip the store.
+    const gateway = await startGateway({ storeLogBatches: false });
+    const events: [string, boolean][] = [];
+    gateway.events.on('message', (message, isNew) => events.push([message.messageId, isNew]));
+    const first = connect(gateway);
+    first.call.write(handshake());
+    for (const message of [logs('l1'), logs('l1'), logs('l2'), state('s')]) {
+      first.call.write(message);
+    }
+    await until(() => ackedIds(first.received).length === 4);
+    expect(ackedIds(first.received)).toEqual(['l1', 'l1', 'l2', 's']);
+    // The agent reconnects and redelivers a batch whose ack it did not see.
+    first.call.end();
+    const second = connect(gateway);
+    second.call.write(handshake());
+    second.call.write(logs('l2'));
+    await until(() => ackedIds(second.received).length === 1);
+    expect(ackedIds(second.received)).toEqual(['l2']);
+    expect(events).toEqual([
+      ['l1', true],
+      ['l1', false],
+      ['l2', true],
+      ['s', true],
+      ['l2', false],
+    ]);
+    expect(gateway.store.count('logs')).toBe(0);
+    expect(gateway.store.unstored).toBe(2);
+    expect(gateway.store.duplicates).toBe(2);
+    expect(gateway.store.messageIds('state')).toEqual(['s']);
+    expect(gateway.sessions().map((s) => [s.received, s.duplicates, s.acked])).toEqual([
+      [1, 1, 1],
+      [4, 1, 4],
+    ]);
   });
 
   it('does not ack when delivery_acks is off', async () => {

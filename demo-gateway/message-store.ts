@@ -54,6 +54,8 @@ export class MessageStore {
   >;
   readonly #recent: Database.Statement<[number, number], MessageRow>;
   #duplicates = 0;
+  /** Ids of messages received but not stored (storeLogBatches: false), deduplicated all the same. */
+  readonly #unstored = new Set<string>();
 
   /** `path` ':memory:' (the default) keeps nothing after close. */
   constructor(path = ':memory:') {
@@ -125,6 +127,25 @@ export class MessageStore {
     }
     if (lines.length > 0) this.logs.insertLines(message.messageId, lines);
     return true;
+  }
+
+  /**
+   * Records a message's id without storing the message (a log batch under storeLogBatches:
+   * false); false if that id was already received so (a duplicate). The gateway's options are fixed,
+   * so a log batch is never both stored and not.
+   */
+  receiveUnstored(messageId: string): boolean {
+    if (this.#unstored.has(messageId)) {
+      this.#duplicates++;
+      return false;
+    }
+    this.#unstored.add(messageId);
+    return true;
+  }
+
+  /** Messages received without being stored (storeLogBatches: false), duplicates not counted. */
+  get unstored(): number {
+    return this.#unstored.size;
   }
 
   /** Appends to a session's timeline. */
