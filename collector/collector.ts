@@ -460,7 +460,10 @@ export function createCollector(
   return { services, stream, buffer, health, metrics, done: stream.done };
 }
 
-/** The console relay's thread when the executor offers consoles (collector.consoles), else none. */
+/**
+ * The console relay's thread when the executor offers consoles (collector.consoles), else none;
+ * the first console starts it.
+ */
 function consoleRelayFor(
   consoles: CollectorDeps['consoles'],
   deps: Omit<ConsoleRelayThreadDeps, 'socketPath'>,

@@ -1,6 +1,9 @@
-// The collector's side of its console relay thread (console-relay-worker.ts): started when the
-// collector offers consoles (the executor said pod or node consoles are on), never otherwise, so
-// an idle collector without consoles holds no second V8 heap. Console requests arrive on the
+// The collector's side of its console relay thread (console-relay-worker.ts): created when the
+// collector offers consoles (the executor said pod or node consoles are on), never otherwise, and
+// started by the first console request, not at the collector's start, so a collector whose
+// consoles are offered but unused holds no second V8 heap (+16.6 MiB RSS, docs/consoles.md). Once
+// started it runs until the collector stops (its gateway channel alone closes when no console is
+// open). Console requests arrive on the
 // Connect call (this thread) and are handed to the relay thread, which dials the console's own
 // call to the gateway and the executor's socket; audit records come back here for the durable
 // buffer, and the thread's log lines are logged here. A request the thread cannot take (it
@@ -35,8 +38,10 @@ export interface ConsoleRelayThreadDeps {
 
 export interface ConsoleRelayThread {
   readonly handle: ConsoleHandler;
-  /** Starts the thread at the collector's start; close() terminates it. */
+  /** start() starts nothing (the first console does); close() terminates the thread. */
   readonly service: Service;
+  /** Whether the thread is running: from the first console request until it exits or close(). */
+  readonly running: boolean;
 }
 
 /**
@@ -184,10 +189,13 @@ export function createConsoleRelayThread(deps: ConsoleRelayThreadDeps): ConsoleR
 
   return {
     handle,
+    get running() {
+      return worker !== undefined;
+    },
     service: {
       name: 'console-relay',
       start() {
-        worker ??= start();
+        // Nothing yet: handle() starts the thread for the first console.
         return Promise.resolve();
       },
       async close() {

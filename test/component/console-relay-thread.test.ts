@@ -2,6 +2,8 @@
 // demo gateway, a real gateway stream, a TCP forwarder that counts the connections to the
 // gateway, and an executor that is a real gRPC server on a Unix socket holding every console
 // stream open without answering (no process behind it):
+// - the thread is not started with the collector, only by the first console request (consoles
+//   offered but unused cost no second V8 heap), and it then runs until the collector stops;
 // - the thread dials a console's call on a connection of its own, and closes that connection
 //   when the last console ends, and when the thread is stopped with a console still open;
 // - the relay's own flow control: with a gateway that reads nothing and an executor that has no
@@ -171,6 +173,21 @@ async function startAgent(options: { workerUrl?: URL; push?: boolean } = {}) {
 }
 
 describe('the console relay thread', () => {
+  it('is started by the first console, not with the collector, and then runs until it stops', async () => {
+    const { gateway, session, relay, executor } = await startAgent();
+    // The service started and the gateway session is up: no thread yet.
+    expect(relay.running).toBe(false);
+    const first = gateway.consoles.open(session.sessionId, { namespace: 'default', pod: 'a' });
+    await until(() => executor.streams.length === 1, 'the first console at the executor');
+    expect(relay.running).toBe(true);
+    executor.streams[0]?.end();
+    await until(() => first.state === 'detached', 'the gateway call ended');
+    // No console open any more: the thread stays (only its gateway connection closes).
+    expect(relay.running).toBe(true);
+    await relay.service.close();
+    expect(relay.running).toBe(false);
+  });
+
   it("dials a console's call on its own connection, closed when no console is open and when the thread stops", async () => {
     const { gateway, forwarder, session, relay, executor } = await startAgent();
     expect(forwarder.open()).toBe(1);
