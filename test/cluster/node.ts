@@ -222,10 +222,24 @@ function pidsReferring(dir: string): number[] {
   return pids;
 }
 
-function alive(pid: number): boolean {
+/**
+ * Whether `pid` still runs. An exited process that is not reaped yet (a zombie: state Z in
+ * /proc/<pid>/stat) answers kill(pid, 0) like a live one. The kubelet and containerd are children
+ * of this process, reaped only by its event loop, which the synchronous wait in `terminate` blocks:
+ * counted as alive they cost their whole grace period, 12 s in all, and the vitest fork's exit,
+ * seen by the same loop only afterwards, was reported as "Timeout terminating forks worker".
+ */
+export function isProcessRunning(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${String(pid)}/stat`, 'utf8');
+    // "<pid> (<comm>) <state> ...": comm may hold spaces and parentheses, the state follows the last ')'.
+    const state = stat.slice(stat.lastIndexOf(')') + 2).charAt(0);
+    return state !== 'Z' && state !== 'X';
   } catch {
     return false;
   }
@@ -245,10 +259,10 @@ function killAll(pids: Iterable<number>, signal: NodeJS.Signals): void {
 function terminate(pids: number[], graceMs: number): void {
   killAll(pids, 'SIGTERM');
   const deadline = Date.now() + graceMs;
-  while (pids.some(alive) && Date.now() < deadline) {
+  while (pids.some(isProcessRunning) && Date.now() < deadline) {
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
   }
-  killAll(pids.filter(alive), 'SIGKILL');
+  killAll(pids.filter(isProcessRunning), 'SIGKILL');
 }
 
 function mountsUnder(dir: string): string[] {
@@ -562,7 +576,7 @@ async function waitFor<T>(
 function failIfExited(paths: NodeLayout, names: readonly string[]): void {
   for (const name of names) {
     const pid = Number.parseInt(readFileSync(join(paths.pids, `${name}.pid`), 'utf8'), 10);
-    if (!alive(pid)) {
+    if (!isProcessRunning(pid)) {
       throw new ProcessExited(`${name} exited:\n${tailOf(join(paths.logs, `${name}.log`), 25)}`);
     }
   }
