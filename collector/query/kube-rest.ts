@@ -8,9 +8,14 @@ import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../shared/clock.js';
+import {
+  sameTlsMaterial,
+  tlsAgentOptions,
+  tlsMaterial,
+  type TlsMaterial,
+} from '../../shared/tls-context.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import { createKubeCredentials } from '../kube-credentials.js';
-import { tlsAgentOptions, tlsMaterial, type TlsMaterial } from '../tls-context.js';
 
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; query)`;
 /** Connections kept per API server: the query gate runs 4 at once, the catalog 8 reviews. */
@@ -48,9 +53,6 @@ export interface KubeRest {
   close(): void;
 }
 
-const same = (a: unknown, b: unknown): boolean =>
-  Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
-
 function headerObject(headers: https.RequestOptions['headers']): http.OutgoingHttpHeaders {
   const isList = (value: unknown): value is readonly unknown[] => Array.isArray(value);
   return headers === undefined || isList(headers) ? {} : headers;
@@ -61,14 +63,7 @@ export function createKubeRest(kube: KubeConfig, deps: { clock?: Clock } = {}): 
   let cached: { material: TlsMaterial; agent: https.Agent } | undefined;
   const agentFor = (options: Readonly<https.RequestOptions>): https.Agent => {
     const material = tlsMaterial(options);
-    if (
-      cached &&
-      (Object.keys(material) as (keyof TlsMaterial)[]).every((k) =>
-        same(cached?.material[k], material[k]),
-      )
-    ) {
-      return cached.agent;
-    }
+    if (cached && sameTlsMaterial(cached.material, material)) return cached.agent;
     cached?.agent.destroy();
     const agent = new https.Agent({
       ...tlsAgentOptions(material),

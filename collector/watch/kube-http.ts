@@ -6,9 +6,9 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { tlsAgentOptions, tlsMaterial } from '../../shared/tls-context.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import { createKubeCredentials, type KubeCredentials } from '../kube-credentials.js';
-import { tlsAgentOptions, tlsMaterial } from '../tls-context.js';
 
 /** A refused request; `statusCode` is what errorCode() reads. The message never holds a body. */
 export class KubeRequestError extends Error {
@@ -163,7 +163,7 @@ export class KubeHttp {
     );
     if (this.#agent?.key === key) return this.#agent.agent;
     // No kept-alive sockets: an idle one races the server's close. Each connection reuses the
-    // material's one TLS context (tls-context.ts) and resumes the agent's TLS session.
+    // material's one TLS context (shared/tls-context.ts) and resumes the agent's TLS session.
     const agent = new https.Agent(tlsAgentOptions(material));
     this.#agent = { key, agent };
     return agent;

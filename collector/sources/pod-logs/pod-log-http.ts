@@ -7,7 +7,7 @@
 // from the socket's 'data' event straight to the caller. `Log` also builds a new https.Agent,
 // and with it a new TLS context (CA, client key), for every request; the agent here is reused
 // while the kubeconfig's TLS material stays the same, and every connection reuses the material's
-// one TLS context (tls-context.ts). It keeps no idle connection alive: a kept socket can race the
+// one TLS context (shared/tls-context.ts). It keeps no idle connection alive: a kept socket can race the
 // server's idle close. Authentication comes from the KubeConfig (token files, exec plugins,
 // impersonation), asked at most once a second (kube-credentials.ts): client-node reads the CA,
 // certificate and key files at every call, and 200 streams open at once.
@@ -18,7 +18,12 @@ import { AGENT_VERSION } from '../../../shared/version.js';
 import type { LogRequest } from './kube-access.js';
 import { systemClock, type Clock } from '../../../shared/clock.js';
 import { createKubeCredentials, type KubeCredentials } from '../../kube-credentials.js';
-import { tlsAgentOptions, tlsMaterial, type TlsMaterial } from '../../tls-context.js';
+import {
+  sameTlsMaterial,
+  tlsAgentOptions,
+  tlsMaterial,
+  type TlsMaterial,
+} from '../../../shared/tls-context.js';
 import { TurnBudget } from './turn-budget.js';
 
 /** A refused log request; `statusCode` is what errorCode() reads (403, 404, 400...). */
@@ -34,20 +39,6 @@ export class PodLogRequestError extends Error {
 /** Error bodies are small Status objects; a larger one is cut here. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; pod-logs)`;
-
-const sameBytes = (a: unknown, b: unknown): boolean =>
-  Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
-
-/** The same TLS material: a change (rotated client cert) builds a new agent. */
-function sameAgentMaterial(a: TlsMaterial, b: TlsMaterial): boolean {
-  return (
-    sameBytes(a.ca, b.ca) &&
-    sameBytes(a.cert, b.cert) &&
-    sameBytes(a.key, b.key) &&
-    a.rejectUnauthorized === b.rejectUnauthorized &&
-    a.servername === b.servername
-  );
-}
 
 /** client-node's agent from applyToHTTPSOptions (an http(s) or proxy agent), if it made one. */
 function clientNodeAgent(options: https.RequestOptions): http.Agent | undefined {
@@ -215,10 +206,10 @@ export class PodLogHttp {
   #tlsAgentFor(options: https.RequestOptions): http.Agent {
     const material = tlsMaterial(options);
     const cached = this.#agent;
-    if (cached && sameAgentMaterial(cached.material, material)) return cached.agent;
+    if (cached && sameTlsMaterial(cached.material, material)) return cached.agent;
     // New material (a rotated client certificate, a new CA): new connections use it, and the
     // streams open on the old agent run on until they end. Every stream's connection reuses the
-    // material's one TLS context (tls-context.ts).
+    // material's one TLS context (shared/tls-context.ts).
     const agent = new https.Agent(tlsAgentOptions(material));
     this.#agent = { material, agent };
     return agent;

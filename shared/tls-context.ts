@@ -3,10 +3,12 @@
 // new SecureContext for every connection (Node's `options.secureContext ||
 // tls.createSecureContext(options)`): with OpenSSL 3 that is about 0.8 ms of CPU and 60 KiB held
 // per connection (measured with the test CA: 200 contexts, Node 20), and every follow stream of
-// the pod log source is a connection of its own. The context here is built once per material
-// and passed as `secureContext`; new material (a rotated client certificate or CA file) gets a
-// new context, and the connections already open keep theirs. A rotated token is a header, not
-// TLS material: it never needs a new context.
+// the collector's pod log source is a connection of its own. The context here is built once per
+// material and passed as `secureContext`; new material (a rotated client certificate or CA file)
+// gets a new context, and the connections already open keep theirs. A rotated token is a header,
+// not TLS material: it never needs a new context. Both processes use it: the collector's API
+// clients and the executor's token liveness probe (executor/identity/token-liveness.ts), each
+// with its own cache (module state, one per process).
 import { createHash } from 'node:crypto';
 import type https from 'node:https';
 import tls from 'node:tls';
@@ -34,6 +36,24 @@ export function tlsMaterial(options: Readonly<https.RequestOptions>): TlsMateria
     rejectUnauthorized: options.rejectUnauthorized,
     servername: options.servername,
   };
+}
+
+const sameBytes = (a: unknown, b: unknown): boolean =>
+  Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
+
+/**
+ * The same TLS material: an agent built for `a` serves `b`. A change (a rotated CA or client
+ * certificate, another server name or verification setting) needs a new agent: an agent keeps
+ * the options it was built with for every connection it opens later.
+ */
+export function sameTlsMaterial(a: TlsMaterial, b: TlsMaterial): boolean {
+  return (
+    sameBytes(a.ca, b.ca) &&
+    sameBytes(a.cert, b.cert) &&
+    sameBytes(a.key, b.key) &&
+    a.rejectUnauthorized === b.rejectUnauthorized &&
+    a.servername === b.servername
+  );
 }
 
 function digestOf(material: TlsMaterial): string {
