@@ -7,6 +7,12 @@
 // the collector's token. No new grant, one small request per check.
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import {
+  sameTlsMaterial,
+  tlsAgentOptions,
+  tlsMaterial,
+  type TlsMaterial,
+} from '../../shared/tls-context.js';
 
 /** alive: the API server authenticated it; refused: 401; unknown: anything else (no verdict). */
 export type TokenVerdict = 'alive' | 'refused' | 'unknown';
@@ -14,7 +20,7 @@ export type TokenVerdict = 'alive' | 'refused' | 'unknown';
 export interface TokenLivenessProbe {
   /** Asks about one token; never throws (an unreachable API server is `unknown`). */
   check(token: string, signal: AbortSignal): Promise<TokenVerdict>;
-  /** Closes the kept-alive connection. */
+  /** Closes the kept-alive connection and destroys the agent. */
   close(): void;
 }
 
@@ -34,7 +40,25 @@ export function selfSubjectReviewProbe(kc: KubeConfig): TokenLivenessProbe {
   const cluster = kc.getCurrentCluster();
   if (cluster === null) throw new Error('the kubeconfig has no current cluster');
   const url = new URL(REVIEW_PATH, cluster.server);
-  let agent: HttpsAgent | undefined;
+  let current: { readonly material: TlsMaterial; readonly agent: HttpsAgent } | undefined;
+
+  /**
+   * The agent of this TLS material. client-node reads the CA file on every call, but an agent
+   * verifies every later connection with the CA it was built with: after a CA rotation (the
+   * service account's ca.crt or the kubeconfig rewritten) the old agent would refuse the API
+   * server's new certificate at every check. New material: a new agent, the old one destroyed
+   * (its kept-alive connection too; checks run one at a time).
+   */
+  const agentFor = (material: TlsMaterial): HttpsAgent => {
+    if (current !== undefined && sameTlsMaterial(current.material, material)) {
+      return current.agent;
+    }
+    current?.agent.destroy();
+    // keepAlive: a check every few seconds resumes the same connection instead of a handshake.
+    const agent = new HttpsAgent({ ...tlsAgentOptions(material), keepAlive: true, maxSockets: 1 });
+    current = { material, agent };
+    return agent;
+  };
 
   const check = async (token: string, signal: AbortSignal): Promise<TokenVerdict> => {
     const tls: RequestOptions = {};
@@ -43,15 +67,9 @@ export function selfSubjectReviewProbe(kc: KubeConfig): TokenLivenessProbe {
     } catch {
       return 'unknown';
     }
-    const { ca, rejectUnauthorized, servername } = tls;
-    // keepAlive: a check every few seconds resumes the same connection instead of a handshake.
-    agent ??= new HttpsAgent({
-      keepAlive: true,
-      maxSockets: 1,
-      ...(ca === undefined ? {} : { ca }),
-      ...(rejectUnauthorized === undefined ? {} : { rejectUnauthorized }),
-      ...(servername === undefined ? {} : { servername }),
-    });
+    // The CA, server name and verification setting only: the executor's own client certificate
+    // and key stay out of it, as its token does.
+    const agent = agentFor({ ...tlsMaterial(tls), cert: undefined, key: undefined });
     return new Promise<TokenVerdict>((resolve) => {
       // https.request throws at once on what it cannot send (an http:// server in a hand-written
       // kubeconfig): no verdict, as promised, never a rejection the minter's loop would not catch.
@@ -89,7 +107,8 @@ export function selfSubjectReviewProbe(kc: KubeConfig): TokenLivenessProbe {
   return {
     check,
     close() {
-      agent?.destroy();
+      current?.agent.destroy();
+      current = undefined;
     },
   };
 }
