@@ -56,7 +56,7 @@ import {
 import { eventually, loadKubeConfig } from '../../test/helpers/kube.js';
 import { buildAgentImages } from '../../test/node/images.js';
 import type { BenchCase, BenchContext, BenchResult } from '../types.js';
-import { unpackImage } from './image-rootfs.js';
+import { unpackImage } from '../../test/node/image-rootfs.js';
 import { criFile, ensureInotifyInstances, logNamespace } from './pod-logs-e2e.js';
 
 const HOST = '127.0.0.1';
