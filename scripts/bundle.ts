@@ -18,7 +18,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -81,6 +81,51 @@ const BANNER = [
   'const __dirname = __kubexaDirname(__filename);',
 ].join('\n');
 
+/**
+ * Node built-ins the bundle loads through require() rather than an `import` statement. An ES
+ * module import of a built-in builds its namespace, which reads every export; `node:http`'s
+ * WebSocket, CloseEvent and MessageEvent exports are getters that load undici (Node's fetch and
+ * WebSocket, which nothing here uses) on Node 24: 58.8 MiB RSS for a process that imports
+ * `node:http` against 46.6 MiB for one that requires it (Node 24.22.3, the image's). require()
+ * reads an export only when the code uses it. Each import of one of these, from our code or a
+ * dependency, becomes a module that requires it and exports its plain (non-getter) properties,
+ * as the Node that builds the bundle has them (the image's own Node in the Dockerfile); a name
+ * the code imports that is not among them fails the build.
+ */
+const REQUIRED_BUILTINS: readonly string[] = ['http', 'util'];
+
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+
+function requiredBuiltins(): Plugin {
+  const requireHere = createRequire(import.meta.url);
+  const filter = new RegExp(`^(node:)?(${REQUIRED_BUILTINS.join('|')})$`);
+  return {
+    name: 'required-builtins',
+    setup(builder) {
+      builder.onResolve({ filter }, (resolveArgs) =>
+        resolveArgs.kind === 'import-statement' || resolveArgs.kind === 'dynamic-import'
+          ? { path: resolveArgs.path.replace(/^node:/, ''), namespace: 'required-builtin' }
+          : undefined,
+      );
+      builder.onLoad({ filter: /.*/, namespace: 'required-builtin' }, (loadArgs) => {
+        const exported = requireHere(`node:${loadArgs.path}`) as object;
+        const plain = Object.entries(Object.getOwnPropertyDescriptors(exported))
+          .filter(([name, descriptor]) => IDENTIFIER.test(name) && descriptor.get === undefined)
+          .map(([name]) => name);
+        return {
+          contents: [
+            "import { createRequire } from 'node:module';",
+            `const builtin = createRequire(import.meta.url)('node:${loadArgs.path}');`,
+            'export default builtin;',
+            `export const { ${plain.join(', ')} } = builtin;`,
+          ].join('\n'),
+          loader: 'js',
+        };
+      });
+    },
+  };
+}
+
 function copyNativePackages(names: ReadonlySet<string>): void {
   const requireFromRoot = createRequire(join(root, 'package.json'));
   for (const [name, files] of Object.entries(NATIVE_PACKAGES)) {
@@ -110,6 +155,7 @@ async function main(): Promise<void> {
   const result = await build({
     absWorkingDir: root,
     entryPoints: selectedEntryPoints(args.only),
+    plugins: [requiredBuiltins()],
     outdir: outDir,
     bundle: true,
     format: 'esm',

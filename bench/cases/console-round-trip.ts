@@ -525,6 +525,10 @@ export const consoleRoundTripBench: BenchCase = {
         },
       });
       running.add(executor.child);
+      // Its log lines are drained and dropped: a pipe nobody reads fills at 64 KiB, and then the
+      // executor's next log write blocks its event loop, the keystroke path's included.
+      executor.child.stdout?.resume();
+      executor.child.stderr?.resume();
       closers.push(async () => {
         if (executor.child.exitCode !== null) return;
         executor.child.kill('SIGTERM');

@@ -18,14 +18,14 @@ describe.each(HELM_VERSIONS)('chart refusals ($label)', ({ binary }) => {
     expect(stderr).toContain(message);
   });
 
-  it('refuses a collector memory limit below the measured minimum, naming it, and renders 144Mi', async () => {
-    for (const memory of ['100Mi', '0.1Gi', '128Mi', '143Mi', 150_000_000]) {
+  it('refuses a collector memory limit below the measured minimum, naming it, and renders 160Mi', async () => {
+    for (const memory of ['100Mi', '0.1Gi', '144Mi', '159Mi', 167_000_000]) {
       const stderr = await renderError(helm, { values: { resources: { limits: { memory } } } });
       expect(stderr, String(memory)).toContain(
-        `resources.limits.memory ${String(memory)} is below the collector's minimum of 144Mi (it measured up to 77 MiB`,
+        `resources.limits.memory ${String(memory)} is below the collector's minimum of 160Mi (it measured up to 96 MiB`,
       );
     }
-    for (const memory of ['144Mi', '150994944', '1Gi']) {
+    for (const memory of ['160Mi', '167772160', '1Gi']) {
       const objects = await render(helm, { values: { resources: { limits: { memory } } } });
       expect(
         objects.some((o) => o.kind === 'Deployment'),
@@ -34,16 +34,16 @@ describe.each(HELM_VERSIONS)('chart refusals ($label)', ({ binary }) => {
     }
   });
 
-  it('asks 160Mi when a console gate is on: the collector then runs its console relay thread too', async () => {
+  it('asks 192Mi when a console gate is on: the collector then runs its console relay thread too', async () => {
     for (const rbac of [{ exec: true }, { nodeShell: true }]) {
       const stderr = await renderError(helm, {
-        values: { rbac, ...RENDER_UNIMPLEMENTED, resources: { limits: { memory: '150Mi' } } },
+        values: { rbac, ...RENDER_UNIMPLEMENTED, resources: { limits: { memory: '191Mi' } } },
       });
       expect(stderr, JSON.stringify(rbac)).toContain(
-        "resources.limits.memory 150Mi is below the collector's minimum of 160Mi (it measured up to 94 MiB resident when idle with its console relay thread",
+        "resources.limits.memory 191Mi is below the collector's minimum of 192Mi (it measured up to 126 MiB resident when idle with its console relay thread",
       );
       const objects = await render(helm, {
-        values: { rbac, ...RENDER_UNIMPLEMENTED, resources: { limits: { memory: '160Mi' } } },
+        values: { rbac, ...RENDER_UNIMPLEMENTED, resources: { limits: { memory: '192Mi' } } },
       });
       expect(
         objects.some((o) => o.kind === 'Deployment'),

@@ -29,6 +29,7 @@ import {
   type BuiltImage,
   type BuiltImages,
 } from './images.js';
+import { unpackImage } from './image-rootfs.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -150,6 +151,33 @@ describe.each([
           ])
         : [],
     );
+  });
+
+  it("loads no undici (Node's fetch and WebSocket) at start, on the image's own Node", async () => {
+    // scripts/bundle.ts requires node:http instead of importing it: on Node 24 an import builds
+    // the module's namespace, whose WebSocket getter loads undici (+12 MiB RSS, measured).
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-image-run-'));
+    try {
+      const unpacked = await unpackImage(image().archive, dir);
+      const loaded = join(dir, 'loaded-modules.txt');
+      const preload = join(dir, 'record-modules.cjs');
+      writeFileSync(
+        preload,
+        `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(loaded)}, process.moduleLoadList.join('\\n')));\n`,
+      );
+      // A missing config file: the process stops at its first line of main, after every import.
+      await execFileAsync(
+        unpacked.command,
+        ['--require', preload, ...unpacked.args, `--config=${join(dir, 'absent.yaml')}`],
+        { env: { ...unpacked.env, PATH: process.env['PATH'] ?? '' } },
+      ).catch(() => undefined);
+      const modules = readFileSync(loaded, 'utf8').split('\n');
+      expect(unpacked.version).toMatch(/^v24\./);
+      expect(modules).toContain('NativeModule http');
+      expect(modules.filter((m) => m.includes('undici'))).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('ships an SBOM naming every package in it, with Node and the Debian libraries', () => {
