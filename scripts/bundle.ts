@@ -52,7 +52,7 @@ const EXTERNAL: Readonly<Record<string, readonly string[]>> = {
  * bundled beside the process's file (each its own file: a thread loads only what it runs).
  */
 const THREAD_ENTRY_POINTS: Readonly<Record<keyof typeof ENTRY_POINTS, Record<string, string>>> = {
-  // Started only when the executor offers consoles (collector/consoles/console-relay-thread.ts).
+  // Started by the first console (collector/consoles/console-relay-thread.ts).
   collector: { 'console-relay-worker': 'collector/consoles/console-relay-worker.ts' },
   executor: {},
 };
@@ -83,45 +83,35 @@ const BANNER = [
 
 /**
  * Node built-ins the bundle loads through require() rather than an `import` statement. An ES
- * module import of a built-in builds its namespace, which reads every export; `node:http`'s
- * WebSocket, CloseEvent and MessageEvent exports are getters that load undici (Node's fetch and
- * WebSocket, which nothing here uses) on Node 24: 58.8 MiB RSS for a process that imports
- * `node:http` against 46.6 MiB for one that requires it (Node 24.22.3, the image's). require()
- * reads an export only when the code uses it. Each import of one of these, from our code or a
- * dependency, becomes a module that requires it and exports its plain (non-getter) properties,
- * as the Node that builds the bundle has them (the image's own Node in the Dockerfile); a name
- * the code imports that is not among them fails the build.
+ * module import of a built-in builds its namespace, which reads every export,
+ * and some exports are getters that load far more than the code uses: on Node 24, `node:http`'s
+ * WebSocket, CloseEvent and MessageEvent load undici (Node's fetch and WebSocket, which nothing
+ * here uses): 58.8 MiB RSS for a process that imports `node:http` against 46.6 MiB for one that
+ * requires it (Node 24.22.3, the image's); `node:util`'s namespace loads its MIME, parseArgs and
+ * text-encoding modules the same way. Each import of one of these, from our code or a
+ * dependency, resolves to a CommonJS module that re-exports the built-in (`module.exports =
+ * require(...)`): esbuild's interop then reads an export only where the code uses it, whatever
+ * getters the running Node has, so the bundle is the same on the Node that builds it and the one
+ * that runs it. require() calls are left as they are (they already read nothing).
  */
 const REQUIRED_BUILTINS: readonly string[] = ['http', 'util'];
 
-const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+const REQUIRED_BUILTIN_NAMESPACE = 'required-builtin';
 
-function requiredBuiltins(): Plugin {
-  const requireHere = createRequire(import.meta.url);
-  const filter = new RegExp(`^(node:)?(${REQUIRED_BUILTINS.join('|')})$`);
+function requiredBuiltins(builtins: readonly string[]): Plugin {
+  const filter = new RegExp(`^(node:)?(${builtins.join('|')})$`);
   return {
     name: 'required-builtins',
     setup(builder) {
-      builder.onResolve({ filter }, (resolveArgs) =>
-        resolveArgs.kind === 'import-statement' || resolveArgs.kind === 'dynamic-import'
-          ? { path: resolveArgs.path.replace(/^node:/, ''), namespace: 'required-builtin' }
+      builder.onResolve({ filter }, (args) =>
+        args.kind === 'import-statement' || args.kind === 'dynamic-import'
+          ? { path: args.path.replace(/^node:/, ''), namespace: REQUIRED_BUILTIN_NAMESPACE }
           : undefined,
       );
-      builder.onLoad({ filter: /.*/, namespace: 'required-builtin' }, (loadArgs) => {
-        const exported = requireHere(`node:${loadArgs.path}`) as object;
-        const plain = Object.entries(Object.getOwnPropertyDescriptors(exported))
-          .filter(([name, descriptor]) => IDENTIFIER.test(name) && descriptor.get === undefined)
-          .map(([name]) => name);
-        return {
-          contents: [
-            "import { createRequire } from 'node:module';",
-            `const builtin = createRequire(import.meta.url)('node:${loadArgs.path}');`,
-            'export default builtin;',
-            `export const { ${plain.join(', ')} } = builtin;`,
-          ].join('\n'),
-          loader: 'js',
-        };
-      });
+      builder.onLoad({ filter: /.*/, namespace: REQUIRED_BUILTIN_NAMESPACE }, (args) => ({
+        contents: `module.exports = require(${JSON.stringify(`node:${args.path}`)});\n`,
+        loader: 'js',
+      }));
     },
   };
 }
@@ -155,7 +145,7 @@ async function main(): Promise<void> {
   const result = await build({
     absWorkingDir: root,
     entryPoints: selectedEntryPoints(args.only),
-    plugins: [requiredBuiltins()],
+    plugins: [requiredBuiltins(REQUIRED_BUILTINS)],
     outdir: outDir,
     bundle: true,
     format: 'esm',

@@ -113,6 +113,18 @@ describe('bundled collector process', () => {
     }
   });
 
+  it('requires node:http and node:util, never imports them (their ES namespace loads undici on Node 24)', () => {
+    for (const name of ['collector.js', 'console-relay-worker.js', 'executor.js']) {
+      const text = readFileSync(join(bundleDir, name), 'utf8');
+      expect(text, name).not.toMatch(/\bfrom\s*["'](node:)?(http|util)["']/);
+      expect(text, name).not.toMatch(/\bimport\s*\(\s*["'](node:)?(http|util)["']/);
+    }
+    // The collector's bundle holds the module that requires node:http in their place.
+    expect(readFileSync(join(bundleDir, 'collector.js'), 'utf8')).toContain(
+      'module.exports=__require("node:http")',
+    );
+  });
+
   it('carries no HTTP framework: its two HTTP servers are node:http', () => {
     // fastify and its schema compilers were about 800 KB of the bundle's text, held for the
     // process's life, and 3.5 MiB of an idle collector's RSS (README, "Idle footprint").
