@@ -1,4 +1,4 @@
-// One TLS context per kubeconfig TLS material (tls-context.ts): the watch client, the pod log
+// One TLS context per kubeconfig TLS material (shared/tls-context.ts): the watch client, the pod log
 // client (one connection per follow stream) and the live query client open many connections to
 // the API server, and none of them builds a TLS context of its own. Counted on a real HTTPS
 // server with the test CA: Node's tls.createSecureContext, which tls.connect calls for every

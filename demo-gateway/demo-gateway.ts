@@ -199,8 +199,18 @@ export class DemoGateway {
     });
   }
 
-  /** Resolves once the store holds at least `count` messages of `kind`. */
+  /**
+   * Resolves once the store holds at least `count` messages of `kind`. Log batches are never
+   * stored under `storeLogBatches: false`: waiting for them is refused at once, not forever.
+   */
   waitForStored(kind: string, count: number): Promise<void> {
+    if (kind === 'logs' && this.#options.storeLogBatches === false) {
+      return Promise.reject(
+        new Error(
+          'waitForStored("logs"): this gateway stores no log batches (storeLogBatches: false); count them from the message event',
+        ),
+      );
+    }
     if (this.store.count(kind) >= count) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const listener = (): void => {

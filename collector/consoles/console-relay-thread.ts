@@ -1,7 +1,7 @@
 // The collector's side of its console relay thread (console-relay-worker.ts): created when the
 // collector offers consoles (the executor said pod or node consoles are on), never otherwise, and
 // started by the first console request, not at the collector's start, so a collector whose
-// consoles are offered but unused holds no second V8 heap (+16.6 MiB RSS, docs/consoles.md). Once
+// consoles are offered but unused holds no second V8 heap (+29.5 MiB RSS on Node 24, docs/consoles.md). Once
 // started it runs until the collector stops (its gateway channel alone closes when no console is
 // open). Console requests arrive on the
 // Connect call (this thread) and are handed to the relay thread, which dials the console's own

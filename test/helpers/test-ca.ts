@@ -34,6 +34,8 @@ export function createTestCa(dir: string, name: string): TestCa {
     '-days',
     '2',
     '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
     'keyUsage=critical,keyCertSign,cRLSign',
     '-out',
     file('ca.pem'),
