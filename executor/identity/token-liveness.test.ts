@@ -1,19 +1,11 @@
 // The liveness probe never rejects: the minter's loop awaits it between refreshes, and a rejection
 // there would end the executor. What https.request cannot even send is no verdict.
-import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { singleClusterKubeConfig } from '../../test/helpers/kube.js';
 import { selfSubjectReviewProbe } from './token-liveness.js';
 
-function kubeConfigFor(server: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server, skipTLSVerify: false }],
-    users: [{ name: 'u', token: 'executor-token' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  return kc;
-}
+const kubeConfigFor = (server: string) =>
+  singleClusterKubeConfig({ server, token: 'executor-token', skipTLSVerify: false });
 
 describe('selfSubjectReviewProbe', () => {
   it('answers unknown, not a rejection, for a server https.request cannot reach', async () => {

@@ -19,6 +19,33 @@ export function loadKubeConfig(kubeconfigPath: string): KubeConfig {
   return kc;
 }
 
+/**
+ * A kubeconfig of one cluster, one token user and the context joining them: what a test builds
+ * for a client it points at a server of its own (a proxy, an unreachable address).
+ */
+export function singleClusterKubeConfig(options: {
+  readonly server: string;
+  readonly token: string;
+  readonly caFile?: string;
+  readonly skipTLSVerify?: boolean;
+}): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [
+      {
+        name: 'c',
+        server: options.server,
+        ...(options.caFile === undefined ? {} : { caFile: options.caFile }),
+        ...(options.skipTLSVerify === undefined ? {} : { skipTLSVerify: options.skipTLSVerify }),
+      },
+    ],
+    users: [{ name: 'u', token: options.token }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return kc;
+}
+
 /** A DNS-1123 name: the prefix plus random hex, like client-go's generateName. */
 export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString('hex')}`;

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   selfSubjectReviewProbe,
@@ -22,6 +22,7 @@ import {
   createTestNamespace,
   eventually,
   loadKubeConfig,
+  singleClusterKubeConfig,
   type TestNamespace,
 } from '../helpers/kube.js';
 import { createTestCa, type TestCa } from '../helpers/test-ca.js';
@@ -83,16 +84,12 @@ async function startRotatingProxy(ca: TestCa): Promise<RotatingProxy> {
 }
 
 /** The executor's kubeconfig shape: the server, a CA file, its own token (never sent). */
-function probeKubeConfig(port: number, caPath: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `https://127.0.0.1:${String(port)}`, caFile: caPath }],
-    users: [{ name: 'executor', token: 'the-executors-own-token' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'executor' }],
-    currentContext: 'x',
+const probeKubeConfig = (port: number, caPath: string) =>
+  singleClusterKubeConfig({
+    server: `https://127.0.0.1:${String(port)}`,
+    caFile: caPath,
+    token: 'the-executors-own-token',
   });
-  return kc;
-}
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
