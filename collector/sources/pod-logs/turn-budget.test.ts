@@ -209,7 +209,8 @@ describe('PodLogHttp with a turn budget', () => {
       currentContext: 'ctx',
     });
     let clock = 0;
-    const reader = new PodLogHttp(kc, new TurnBudget(BUDGET_MS, () => clock));
+    const budget = new TurnBudget(BUDGET_MS, () => clock);
+    const reader = new PodLogHttp(kc, budget);
     const controllers = [new AbortController(), new AbortController()];
     let handed = 0;
     let afterAbort = 0;
@@ -223,7 +224,12 @@ describe('PodLogHttp with a turn budget', () => {
             () => {
               if (controller.signal.aborted) afterAbort++;
               clock += CHUNK_COST_MS;
-              if (++handed === 6) for (const c of controllers) c.abort();
+              // Aborted once chunks wait in the queue (they do within a few turns: two 4 MiB
+              // bodies at 6 ms a chunk against a 10 ms turn), so that one would be handed over
+              // after the abort if nothing stopped it.
+              if (++handed >= 6 && budget.waiting > 0 && !controller.signal.aborted) {
+                for (const c of controllers) c.abort();
+              }
             },
           ),
         ),
@@ -234,6 +240,8 @@ describe('PodLogHttp with a turn budget', () => {
       reader.close();
     }
     expect(handed).toBeGreaterThanOrEqual(6);
+    // The abort happened, with chunks waiting: the check below is not vacuous.
+    expect(controllers.every((c) => c.signal.aborted)).toBe(true);
     expect(afterAbort).toBe(0);
   });
 });
