@@ -1,7 +1,7 @@
 // Wording for zod's generic issues, used as the per-parse error map. Fields with a message of
 // their own (durations, byte sizes, patterns) keep theirs. No message repeats the value it
 // refuses: the value at a path may be a secret.
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { describeType } from './fields.js';
 
 const EXPECTED: Readonly<Record<string, string>> = {

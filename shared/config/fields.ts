@@ -1,6 +1,6 @@
 // Field constructors for schema.ts. Each one owns the wording of its refusal, so a message names
 // the fix for that kind of field ("write 30s"), and the loader only prefixes the key.
-import { z } from 'zod';
+import * as z from 'zod';
 import { isDuration, formatDuration, parseDuration } from './duration.js';
 import { CANONICAL_DURATION_RULES, durationPattern } from './duration-pattern.js';
 import { exactName, nameGlob, namePattern, type NameFormat, type NameRule } from './kube-names.js';

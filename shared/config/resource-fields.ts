@@ -1,6 +1,6 @@
 // Resource lists of the rule kinds, as field rules: each entry is checked by one anchored pattern
 // that values.schema.json copies, and each rule kind words its own refusal.
-import { z } from 'zod';
+import * as z from 'zod';
 import { notAResourceMessage } from './rule-checks.js';
 import { METRICS_RESOURCE, RESOURCE_SPELLING } from './resources.js';
 

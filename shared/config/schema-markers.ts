@@ -1,7 +1,7 @@
 // Marks that give a field of the config schema a meaning zod's own types cannot express. The
 // loader, the values-schema generator and maskSecrets all read them, so a field is declared a
 // duration or a secret once, in schema.ts, and every consumer follows.
-import type { z } from 'zod';
+import type * as z from 'zod';
 
 /** `duration`: a Go duration string in the file, milliseconds in Config. */
 /** `secret`: never printed, never in values.schema.json (it reaches the agent through env only). */

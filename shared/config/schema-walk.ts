@@ -2,7 +2,7 @@
 // warnings, the values-schema generator, valuesToConfig, printing). Wrappers that do not change
 // the shape of the data (optional, default, prefault, nullable, readonly, a pipe's input side)
 // are looked through, so consumers see the shape of the YAML that is written.
-import { z } from 'zod';
+import * as z from 'zod';
 import {
   durationSpecOf,
   fieldMarkOf,

@@ -3,7 +3,7 @@
 // The loader, `config check`, docs/configuration.md and the chart's values.schema.json all
 // derive from this file. Durations are Go duration strings in the file and milliseconds in
 // Config; byte sizes are integers.
-import { z } from 'zod';
+import * as z from 'zod';
 import { HOST_PATTERN, listenPort, PORT_PATTERN } from './address.js';
 import {
   byteSize,

@@ -16,7 +16,7 @@
 //     a Secret through KUBEXA_TENANT_TOKEN.
 //   - Chart-only keys (image, rbac, secret, gateway.host, ...) are supplied by the chart and are
 //     not part of the config; valuesToConfig ignores them.
-import { z } from 'zod';
+import * as z from 'zod';
 import { CANONICAL_DURATION_RULES } from './duration-pattern.js';
 import type { DurationSpec } from './schema-markers.js';
 import { ConfigSchema } from './schema.js';

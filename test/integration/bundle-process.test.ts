@@ -3,7 +3,7 @@
 // in-process demo gateway: it handshakes with the kube-system UID, opens its SQLite buffer and
 // checkpoints through the better-sqlite3 addon copied beside it, becomes ready, and exits 0 on
 // SIGTERM. Its text is ASCII only (V8 keeps it as a one-byte string), and it carries no HTTP
-// framework.
+// framework and only the part of client-node and zod it runs.
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -139,6 +139,39 @@ describe('bundled collector process', () => {
     );
     expect(collector).toBeDefined();
     expect(frameworks.map((input) => input.replace(/^.*node_modules\//, ''))).toEqual([]);
+  });
+
+  it('carries only the part of client-node and zod the collector runs (scripts/bundle.ts, collectorNarrowing)', () => {
+    // Each of these was bundle text held for the process's life, and some ran at start (tr46's
+    // Unicode tables): together about 6 MiB of the idle collector's RSS (README, "Idle footprint").
+    const meta = JSON.parse(readFileSync(join(bundleDir, 'meta.json'), 'utf8')) as {
+      outputs: Record<string, { inputs: Record<string, unknown> }>;
+    };
+    const inputsOf = (name: string): string[] =>
+      Object.keys(
+        Object.entries(meta.outputs).find(([file]) => file.endsWith(`/${name}`))?.[1].inputs ?? {},
+      );
+    const left = inputsOf('collector.js').filter((input) =>
+      /client-node\/dist\/(gen\/models|cache|serializer|api|watch|log)|node_modules\/(node-fetch|whatwg-url|tr46)\/|zod\/v4\/locales\/(?!en\.js)/.test(
+        input,
+      ),
+    );
+    expect(left.map((input) => input.replace(/^.*node_modules\//, ''))).toEqual([]);
+    // What it keeps: KubeConfig's module and zod's English messages.
+    expect(inputsOf('collector.js')).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/client-node\/dist\/config\.js$/),
+        expect.stringMatching(/zod\/v4\/locales\/en\.js$/),
+      ]),
+    );
+    // The executor's Pod and access review clients are client-node's generated API classes,
+    // which fetch with node-fetch: its bundle keeps them.
+    expect(inputsOf('executor.js')).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/client-node\/dist\/gen\/apis\/CoreV1Api\.js$/),
+        expect.stringMatching(/node_modules\/node-fetch\//),
+      ]),
+    );
   });
 
   it('starts from its own directory, handshakes, uses SQLite, becomes ready, exits 0 on SIGTERM', async () => {
