@@ -32,6 +32,13 @@ export const ACCEPT_METADATA_LIST =
 export const ACCEPT_METADATA = 'application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io';
 
 const MAX_ERROR_BODY_BYTES = 16 * 1024;
+/**
+ * How long a kept-alive connection may idle in the agent's pool: longer than the 30 s between
+ * periodic GETs, shorter than the API server's idle timeout (90 s) and a load balancer's (often
+ * 60 s). Node applies an agent's `timeout` to every socket, but destroys only a free one when it
+ * fires; an open watch only sees a `timeout` event nobody listens to.
+ */
+export const FREE_SOCKET_TIMEOUT_MS = 45_000;
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; watch)`;
 
 export interface KubeGet {
@@ -46,9 +53,13 @@ export class KubeHttp {
   readonly #credentials: KubeCredentials;
   #agent: { key: string; agent: https.Agent } | undefined;
 
-  constructor(kc: KubeConfig) {
+  readonly #freeSocketTimeoutMs: number;
+
+  /** `freeSocketTimeoutMs` is for tests (FREE_SOCKET_TIMEOUT_MS otherwise). */
+  constructor(kc: KubeConfig, options: { readonly freeSocketTimeoutMs?: number } = {}) {
     this.#kc = kc;
     this.#credentials = createKubeCredentials(kc);
+    this.#freeSocketTimeoutMs = options.freeSocketTimeoutMs ?? FREE_SOCKET_TIMEOUT_MS;
   }
 
   /** GETs and parses one JSON document. */
@@ -85,11 +96,13 @@ export class KubeHttp {
     request: KubeGet,
     signal: AbortSignal,
     onChunk: (chunk: Buffer) => void,
+    retryOnReuse = true,
   ): Promise<void> {
     const prepared = await this.#prepare(request);
     if (signal.aborted) return;
     const { url, agent, headers, auth, send } = prepared;
     await new Promise<void>((resolve, reject) => {
+      let responded = false;
       const outgoing = send(
         url,
         {
@@ -100,6 +113,7 @@ export class KubeHttp {
           signal,
         },
         (response) => {
+          responded = true;
           if (response.statusCode !== 200) {
             refusal(response, url.pathname).then((err) => {
               if (signal.aborted) resolve();
@@ -122,9 +136,18 @@ export class KubeHttp {
           });
         },
       );
-      outgoing.once('error', (err) => {
-        if (signal.aborted) resolve();
-        else reject(err);
+      outgoing.once('error', (err: NodeJS.ErrnoException) => {
+        if (signal.aborted) {
+          resolve();
+          return;
+        }
+        // A kept-alive socket the server closed while it was idle, before any answer: the GET
+        // went nowhere, so it goes once more, on a new connection if none other is free.
+        if (retryOnReuse && !responded && outgoing.reusedSocket && err.code === 'ECONNRESET') {
+          this.#send(request, signal, onChunk, false).then(resolve, reject);
+          return;
+        }
+        reject(err);
       });
       outgoing.end();
     });
@@ -162,9 +185,17 @@ export class KubeHttp {
       Buffer.isBuffer(value) ? value.toString('base64') : value,
     );
     if (this.#agent?.key === key) return this.#agent.agent;
-    // No kept-alive sockets: an idle one races the server's close. Each connection reuses the
-    // material's one TLS context (shared/tls-context.ts) and resumes the agent's TLS session.
-    const agent = new https.Agent(tlsAgentOptions(material));
+    // Kept-alive sockets: the periodic GETs (discovery, the Metrics API, the readiness probe's
+    // list, every 30 s) reuse one connection instead of a TLS handshake each, which was most of
+    // an idle collector's CPU between its timers (README, "Idle footprint"). A free socket is
+    // closed after FREE_SOCKET_TIMEOUT_MS idle, before the API server's own idle timeout (90 s) and
+    // the 60 s of common load balancers; one the server closed anyway is retried once (#send).
+    // Every connection reuses the material's one TLS context (shared/tls-context.ts).
+    const agent = new https.Agent({
+      ...tlsAgentOptions(material),
+      keepAlive: true,
+      timeout: this.#freeSocketTimeoutMs,
+    });
     this.#agent = { key, agent };
     return agent;
   }

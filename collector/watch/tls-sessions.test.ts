@@ -1,11 +1,15 @@
 // An idle collector's CPU: its periodic API requests (metrics.k8s.io scrapes every 30 s, the
-// kubelet's /readyz probes, workload owner lookups) each go over one TLS agent per client, so
-// after the first request the TLS session is resumed instead of a new TLS context and a full
-// handshake per request (what client-node's typed clients did). Counted on a real HTTPS server
-// with the test CA: how many handshakes were full and how many resumed.
+// kubelet's /readyz probes, workload owner lookups) each go over one kept-alive connection per
+// client, so after the first request there is no TLS handshake at all (client-node's typed clients
+// made a new TLS context and a full handshake per request; until 2026-12-05 each request here
+// was a new connection that resumed its TLS session). Counted on a real HTTPS server with the
+// test CA: connections, and how many handshakes were full and how many resumed. Then what keeping
+// connections alive must not break: a connection the server closed while it idled is retried
+// once, an idle free connection is closed by the client, an open watch is never cut for idling.
 import { once } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -13,6 +17,7 @@ import { TLS_FIXTURES } from '../../test/helpers/gateway-harness.js';
 import { createClusterProbe } from '../collector.js';
 import { kubeMetricsApi } from '../sources/metrics/metrics-api.js';
 import { kubePodLogAccess } from '../sources/pod-logs/kube-access.js';
+import { KubeHttp } from './kube-http.js';
 
 const REQUESTS = 4;
 
@@ -20,7 +25,17 @@ interface ApiServer {
   readonly kube: KubeConfig;
   readonly handshakes: { full: number; resumed: number };
   readonly paths: string[];
+  /** The server side of every TCP connection, in the order they came. */
+  readonly connections: Socket[];
 }
+
+/** Answers one request; the default sends an empty list. */
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+const emptyList: Handler = (_req, res) => {
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ items: [], metadata: { uid: 'u' } }));
+};
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -31,14 +46,17 @@ afterEach(async () => {
   }
 });
 
-async function startApiServer(): Promise<ApiServer> {
+async function startApiServer(handler: Handler = emptyList): Promise<ApiServer> {
   const handshakes = { full: 0, resumed: 0 };
   const paths: string[] = [];
+  const connections: Socket[] = [];
   const server = createServer({ cert: TLS_FIXTURES.cert, key: TLS_FIXTURES.key }, (req, res) => {
     paths.push(req.url ?? '');
-    res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ items: [], metadata: { uid: 'u' } }));
+    handler(req, res);
   });
+  server.on('connection', (socket: Socket) => connections.push(socket));
+  // As the API server (90 s): Node's default of 5 s would close idle connections for the client.
+  server.keepAliveTimeout = 90_000;
   server.on('secureConnection', (socket: TLSSocket) => {
     if (socket.isSessionReused()) handshakes.resumed++;
     else handshakes.full++;
@@ -56,17 +74,18 @@ async function startApiServer(): Promise<ApiServer> {
     contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
     currentContext: 'x',
   });
-  return { kube, handshakes, paths };
+  return { kube, handshakes, paths, connections };
 }
 
-describe('periodic API requests resume their TLS session', () => {
-  it('metrics.k8s.io scrapes: one full handshake, then resumed sessions', async () => {
+describe('periodic API requests keep one connection alive', () => {
+  it('metrics.k8s.io scrapes: one connection, one handshake', async () => {
     const api = await startApiServer();
     const metrics = kubeMetricsApi(api.kube);
     const signal = new AbortController().signal;
     for (let i = 0; i < REQUESTS; i++) await metrics.listNodeMetrics(signal);
     expect(api.paths).toHaveLength(REQUESTS);
-    expect(api.handshakes).toEqual({ full: 1, resumed: REQUESTS - 1 });
+    expect(api.connections).toHaveLength(1);
+    expect(api.handshakes).toEqual({ full: 1, resumed: 0 });
   });
 
   it("the readiness probe of API access (the kubelet's /readyz): one full handshake", async () => {
@@ -74,7 +93,8 @@ describe('periodic API requests resume their TLS session', () => {
     const probe = createClusterProbe(api.kube);
     for (let i = 0; i < REQUESTS; i++) await probe.listOneNamespace();
     expect(api.paths).toEqual(Array(REQUESTS).fill('/api/v1/namespaces?limit=1'));
-    expect(api.handshakes).toEqual({ full: 1, resumed: REQUESTS - 1 });
+    expect(api.connections).toHaveLength(1);
+    expect(api.handshakes).toEqual({ full: 1, resumed: 0 });
   });
 
   it('workload owner lookups of the pod log source: one full handshake', async () => {
@@ -84,6 +104,83 @@ describe('periodic API requests resume their TLS session', () => {
       await owners('ReplicaSet', 'shop', `web-${String(i)}`, new AbortController().signal);
     }
     expect(api.paths[0]).toBe('/apis/apps/v1/namespaces/shop/replicasets/web-0');
-    expect(api.handshakes).toEqual({ full: 1, resumed: REQUESTS - 1 });
+    expect(api.connections).toHaveLength(1);
+    expect(api.handshakes).toEqual({ full: 1, resumed: 0 });
+  });
+});
+
+describe('kept-alive connections (KubeHttp)', () => {
+  const signal = new AbortController().signal;
+
+  it('a GET on a connection the server closed while it idled goes once more, on a new one', async () => {
+    // The server answers the first request of a connection and drops any later one unanswered:
+    // what a client sees when its request crosses the server's idle close.
+    const served = new WeakSet<Socket>();
+    const api = await startApiServer((req, res) => {
+      if (served.has(req.socket)) {
+        req.socket.destroy();
+        return;
+      }
+      served.add(req.socket);
+      emptyList(req, res);
+    });
+    const http = new KubeHttp(api.kube);
+    try {
+      await http.getJson({ path: '/api/v1/namespaces' }, signal);
+      await expect(http.getJson({ path: '/api/v1/pods' }, signal)).resolves.toEqual({
+        items: [],
+        metadata: { uid: 'u' },
+      });
+      // The dropped request, then its retry on a second connection.
+      expect(api.paths).toEqual(['/api/v1/namespaces', '/api/v1/pods', '/api/v1/pods']);
+      expect(api.connections).toHaveLength(2);
+    } finally {
+      http.close();
+    }
+  });
+
+  it("a GET dropped on a new connection is not retried: the error is the caller's", async () => {
+    const api = await startApiServer((req) => req.socket.destroy());
+    const http = new KubeHttp(api.kube);
+    try {
+      await expect(http.getJson({ path: '/api/v1/pods' }, signal)).rejects.toThrow();
+      expect(api.paths).toEqual(['/api/v1/pods']);
+    } finally {
+      http.close();
+    }
+  });
+
+  it('closes a connection that idled in its pool past the free socket timeout', async () => {
+    const api = await startApiServer();
+    const http = new KubeHttp(api.kube, { freeSocketTimeoutMs: 200 });
+    try {
+      await http.getJson({ path: '/api/v1/namespaces' }, signal);
+      const [connection] = api.connections;
+      if (connection === undefined) throw new Error('no connection');
+      // The client ends it: the server sees its end of the stream.
+      await once(connection, 'close');
+      await http.getJson({ path: '/api/v1/namespaces' }, signal);
+      expect(api.connections).toHaveLength(2);
+    } finally {
+      http.close();
+    }
+  });
+
+  it('never cuts an open watch that idles longer than the free socket timeout', async () => {
+    const quietMs = 1_000;
+    const api = await startApiServer((_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.write('{"type":"ADDED"}\n');
+      setTimeout(() => res.end('{"type":"DELETED"}\n'), quietMs).unref();
+    });
+    const http = new KubeHttp(api.kube, { freeSocketTimeoutMs: quietMs / 5 });
+    const lines: string[] = [];
+    try {
+      await http.stream({ path: '/api/v1/pods?watch=1' }, signal, (line) => lines.push(line));
+      expect(lines).toEqual(['{"type":"ADDED"}', '{"type":"DELETED"}']);
+      expect(api.connections).toHaveLength(1);
+    } finally {
+      http.close();
+    }
   });
 });
