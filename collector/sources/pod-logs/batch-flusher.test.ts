@@ -105,13 +105,22 @@ describe('BatchFlusher', () => {
 
   it('counts the lines and bytes read since the last flush, at the flush', () => {
     const { counted, flusher } = setUp(false);
+    expect(flusher.hasPending()).toBe(false);
     flusher.countRead(3, 120);
     flusher.countRead(1, 40);
     expect(counted).toEqual({ lines: 0, bytes: 0 });
+    expect(flusher.hasPending()).toBe(true);
     flusher.flush('idle');
     expect(counted).toEqual({ lines: 4, bytes: 160 });
+    expect(flusher.hasPending()).toBe(false);
     flusher.flush('idle');
     expect(counted).toEqual({ lines: 4, bytes: 160 });
+    // Bytes without a whole line (a line split across chunks) are counted at a flush too.
+    flusher.countRead(0, 7);
+    expect(flusher.hasPending()).toBe(true);
+    flusher.flush('idle');
+    expect(counted).toEqual({ lines: 4, bytes: 167 });
+    expect(flusher.hasPending()).toBe(false);
   });
 
   it('coalesces requests into one flush, and flushes nothing after close', async () => {

@@ -52,6 +52,11 @@ export class BatchFlusher {
     this.#pendingBytes += bytes;
   }
 
+  /** Whether an idle flush has anything to do: read counts to report, or a log's pending work. */
+  hasPending(): boolean {
+    return this.#pendingLines > 0 || this.#pendingBytes > 0 || this.#deps.registry.hasPending();
+  }
+
   /**
    * Flushes soon (setImmediate): `ready` enqueues only full batches (a stream filled one), `all`
    * also cuts every partial batch (a connection ended: its lines go out now, not at the timer).

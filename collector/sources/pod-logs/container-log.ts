@@ -230,6 +230,22 @@ export class ContainerLog {
     return this.#ready.length > 0;
   }
 
+  /**
+   * Whether an idle flush has anything to do here: a record the joiner holds (emitted once it
+   * waited its hold time), a partial batch it would cut (not one replayed from an intent: that
+   * one waits for its end line), a batch cut and not taken, or a released batch at the head of
+   * the outstanding ones (its checkpoint moves at the next settle). Batches enqueued and not
+   * released are not pending: their release is an event of its own.
+   */
+  hasPending(): boolean {
+    return (
+      this.#joiner.holds() ||
+      (this.#batchEnd !== undefined && this.#planned.length === 0) ||
+      this.#ready.length > 0 ||
+      this.#outstanding[0]?.released === true
+    );
+  }
+
   /** Marks a batch of this instance released; false if the id is not one of ours. */
   markReleased(messageId: string): boolean {
     const item = this.#outstanding.find((o) => o.messageId === messageId);

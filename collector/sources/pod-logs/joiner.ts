@@ -129,6 +129,11 @@ export class Joiner {
     return true;
   }
 
+  /** A record is pending: the next line, or `holdMs` of wall-clock time without one, emits it. */
+  holds(): boolean {
+    return this.#pending !== undefined;
+  }
+
   /** Emits the pending record if no line was added to it for `holdMs` of wall-clock time. */
   flushIdle(nowMs: number): LogRecord | undefined {
     if (!this.#pending || nowMs - this.#pending.lastReadAtMs < this.#options.holdMs)

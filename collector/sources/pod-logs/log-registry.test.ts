@@ -58,6 +58,57 @@ describe('LogRegistry', () => {
     expect(logs.unreleased()).toBe(0);
   });
 
+  it('tells when an idle flush has work: a held record, a batch to cut or take, a release to settle, an instance to finish', () => {
+    const logs = registry();
+    const { tracked } = logs.open(pod, 'app', 0);
+    const { log } = tracked;
+    expect(logs.hasPending()).toBe(false);
+    // The joiner holds the line until the next one or its hold time.
+    log.accept(line(1), false, 0);
+    expect(logs.hasPending()).toBe(true);
+    log.flushJoiner(0, false);
+    // Its record filled a batch (one entry): cut, not yet taken.
+    expect(logs.hasPending()).toBe(true);
+    const [batch] = log.takeBatches(true);
+    if (!batch) throw new Error('no batch cut');
+    logs.enqueued(batch.messageId, log);
+    // Enqueued and not released: its release is an event of its own, not a tick's work.
+    expect(logs.hasPending()).toBe(false);
+    expect(logs.release(['someone-else'])).toBe(false);
+    expect(logs.hasPending()).toBe(false);
+    expect(logs.release([batch.messageId])).toBe(true);
+    expect(logs.hasPending()).toBe(true);
+    log.settle();
+    expect(logs.hasPending()).toBe(false);
+    // A blank line with no record pending: a partial batch (no entry) for the tick to cut.
+    log.accept('2025-03-01T10:00:07.000000003Z ', false, 0);
+    expect(logs.hasPending()).toBe(true);
+    expect(log.takeBatches(true)).toEqual([]);
+    log.settle();
+    expect(logs.hasPending()).toBe(false);
+    // Read to its end with nothing outstanding: to be marked finished.
+    logs.readThrough(tracked);
+    expect(logs.hasPending()).toBe(true);
+    logs.finished(tracked);
+    expect(logs.hasPending()).toBe(false);
+  });
+
+  it('has no work for an idle flush in a batch replayed from an intent, which waits for its end line', () => {
+    const end = { sec: 1_740_823_207, nanos: 5, count: 1 };
+    const logs = registry({ position: undefined, intents: [{ messageId: 'planned', end }] });
+    const { log } = logs.open(pod, 'app', 0).tracked;
+    log.beginConnection();
+    log.accept(line(1), false, 0);
+    log.flushJoiner(0, false);
+    // Full (one entry) but pinned to its recorded end: no tick may cut it.
+    expect(log.takeBatches(true)).toEqual([]);
+    expect(logs.hasPending()).toBe(false);
+    // Its end line: cut there, and the tick has work again.
+    log.accept(line(5), false, 0);
+    expect(logs.hasPending()).toBe(true);
+    expect(log.takeBatches(true).map((b) => b.end)).toEqual([end]);
+  });
+
   it('finishes an instance read to its end only once nothing of it is outstanding', () => {
     const logs = registry();
     const { tracked } = logs.open(pod, 'app', 0);

@@ -44,8 +44,6 @@ export interface LogRegistryDeps {
   workloadOf(podUid: string): Workload | undefined;
   dropped(reason: DropReason): void;
   truncated(): void;
-  /** A log was added: the source's flush timer, asleep while there are none, wakes. */
-  opened?(): void;
 }
 
 const instanceKey = (instance: ContainerInstance): string =>
@@ -124,7 +122,6 @@ export class LogRegistry {
     };
     this.#logs.set(key, tracked);
     for (const intent of saved.intents) this.#byMessageId.set(intent.messageId, log);
-    this.#deps.opened?.();
     return { tracked, tail };
   }
 
@@ -142,9 +139,14 @@ export class LogRegistry {
     this.#byMessageId.set(messageId, log);
   }
 
-  /** The buffer released these batches (any source's ids; others are ignored). */
-  release(ids: readonly string[]): void {
+  /**
+   * The buffer released these batches (any source's ids; others are ignored). True if one of
+   * them was ours: a settle has work now.
+   */
+  release(ids: readonly string[]): boolean {
+    const ours = ids.some((id) => this.#byMessageId.has(id));
     for (const id of ids) this.#byMessageId.get(id)?.markReleased(id);
+    return ours;
   }
 
   /** Released batches whose checkpoint moved: no release will name them again. */
@@ -166,6 +168,16 @@ export class LogRegistry {
   /** The store marked it finished: no longer pending. */
   finished(tracked: TrackedLog): void {
     this.#finishPending.delete(tracked);
+  }
+
+  /**
+   * Whether an idle flush has anything to do: a log with pending work (ContainerLog.hasPending),
+   * or an instance read to its end with nothing outstanding, to be marked finished.
+   */
+  hasPending(): boolean {
+    for (const { log } of this.#logs.values()) if (log.hasPending()) return true;
+    for (const { log } of this.#finishPending) if (log.outstanding() === 0) return true;
+    return false;
   }
 
   /** Batches enqueued and not yet released, over all instances: the checkpoint lag. */

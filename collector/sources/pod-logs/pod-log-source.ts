@@ -145,9 +145,6 @@ export function createPodLogSource(
     truncated: () => {
       counters.truncated(1);
     },
-    opened: () => {
-      armFlushTimer();
-    },
   });
   const flusher = new BatchFlusher({
     logger,
@@ -165,17 +162,20 @@ export function createPodLogSource(
     },
   });
   /**
-   * The idle flush (and the scheduler's fairness check) every flushIntervalMs, only while there is
-   * a log to flush or a stream to schedule: with no pod to follow the timer sleeps (it was 240
-   * wake-ups a minute of an idle collector's CPU), and the first log opened wakes it.
+   * The idle flush (and the scheduler's fairness check) every flushIntervalMs, only while a tick
+   * has something to do: lines or bytes read and not yet counted, a record the joiner holds, a
+   * partial batch to cut, a release to settle (BatchFlusher.hasPending), or a container waiting
+   * for a slot (rebalance). A tick that leaves nothing pending stops the timer; what creates work
+   * wakes it: a chunk read (countRead), a release of one of our batches, a container queued.
+   * Open streams that read nothing cost no wake-up (issue #19: 200 idle streams were four walks
+   * of 200 logs a second).
    */
   function armFlushTimer(): void {
-    if (!started || flushTimer !== undefined || lifetime.signal.aborted) return;
+    if (flushTimer !== undefined || !started || lifetime.signal.aborted) return;
     flushTimer = setInterval(() => {
       flusher.flush('idle');
       scheduler?.rebalance();
-      const streams = scheduler?.stats() ?? { active: 0, queued: 0 };
-      if (registry.size === 0 && streams.active === 0 && streams.queued === 0) {
+      if ((scheduler?.stats().queued ?? 0) === 0 && !flusher.hasPending()) {
         clearInterval(flushTimer);
         flushTimer = undefined;
       }
@@ -191,6 +191,7 @@ export function createPodLogSource(
     },
     countRead: (lines, bytes) => {
       flusher.countRead(lines, bytes);
+      armFlushTimer();
     },
     requestFlush: (scope) => {
       flusher.request(scope);
@@ -253,7 +254,7 @@ export function createPodLogSource(
         );
       }
       unsubscribe = deps.releases?.onRelease((ids) => {
-        registry.release(ids);
+        if (registry.release(ids)) armFlushTimer();
       });
       scheduler = new StreamScheduler(
         {
@@ -267,6 +268,9 @@ export function createPodLogSource(
           run: (key, sessionSignal) =>
             reconciler.session(key)?.run(sessionSignal) ?? Promise.resolve('done'),
           signal: lifetime.signal,
+          queued: () => {
+            armFlushTimer();
+          },
         },
       );
       runners = namespaces.map((namespace) =>

@@ -25,6 +25,7 @@ export class StreamScheduler {
   readonly #clock: Clock;
   readonly #run: RunSession;
   readonly #signal: AbortSignal;
+  readonly #queuedHook: (() => void) | undefined;
   readonly #wanted = new Set<string>();
   readonly #queue: string[] = [];
   readonly #queued = new Set<string>();
@@ -35,12 +36,19 @@ export class StreamScheduler {
 
   constructor(
     options: SchedulerOptions,
-    deps: { clock: Clock; run: RunSession; signal: AbortSignal },
+    deps: {
+      clock: Clock;
+      run: RunSession;
+      signal: AbortSignal;
+      /** A container was left waiting for a slot: rebalance() has work until none waits. */
+      queued?: () => void;
+    },
   ) {
     this.#options = options;
     this.#clock = deps.clock;
     this.#run = deps.run;
     this.#signal = deps.signal;
+    this.#queuedHook = deps.queued;
   }
 
   want(key: string): void {
@@ -81,6 +89,7 @@ export class StreamScheduler {
     this.#queue.push(key);
     this.#queued.add(key);
     this.#pump();
+    if (this.#queue.length > 0) this.#queuedHook?.();
   }
 
   #pump(): void {
