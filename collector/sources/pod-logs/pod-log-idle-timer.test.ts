@@ -6,16 +6,20 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import type { V1Pod } from '@kubernetes/client-node';
-import Database from 'better-sqlite3';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  fakePodLogKube,
+  followNamespaceProd,
+  LINE_SECOND as SECOND,
+  readCheckpoints,
+  releaseFeed,
+  timestampedLine,
+} from '../../../test/helpers/pod-log-kube.js';
 import { FakeClock } from '../../../test/helpers/fake-clock.js';
-import { hang } from '../../../test/helpers/wait.js';
 import { AgentMessage } from '../../../proto/index.js';
 import type { BufferItem, ReleaseListener } from '../../buffer/types.js';
-import type { LogRequest, PodLogKubeAccess } from './kube-access.js';
 import { createPodLogSource, noopPodLogCounters, type PodLogSource } from './pod-log-source.js';
 
 /** vi.waitFor's default 1 s is too short on a shared 2-core machine; nothing here is timed. */
@@ -41,16 +45,7 @@ const podNamed = (name: string, containers: string[]): V1Pod => ({
   },
 });
 
-const SECOND = '2025-03-01T10:00:07';
-/** A line as the API server sends it with timestamps=true. */
-const line = (nanos: number, text: string): string =>
-  `${SECOND}.${String(nanos).padStart(9, '0')}Z ${text}\n`;
-
-interface Opened {
-  readonly request: LogRequest;
-  readonly body: PassThrough;
-  readonly signal: AbortSignal;
-}
+const line = timestampedLine;
 
 const sources: PodLogSource[] = [];
 const dirs: string[] = [];
@@ -91,54 +86,14 @@ async function startSource(
 ) {
   const timers = spyOnFlushTimer();
   const clock = new FakeClock();
-  const opens: Opened[] = [];
-  const watchers: ((type: string, object: V1Pod) => void)[] = [];
-  const kube: PodLogKubeAccess = {
-    listWatch: () => ({
-      list: () => Promise.resolve({ items: options.pods ?? [], resourceVersion: '1' }),
-      watch: (_rv, onEvent, signal) => {
-        watchers.push(onEvent);
-        return hang(signal);
-      },
-    }),
-    logs: {
-      read: async (request, signal, onChunk) => {
-        const body = new PassThrough();
-        signal.addEventListener(
-          'abort',
-          () => {
-            body.end();
-          },
-          { once: true },
-        );
-        opens.push({ request, body, signal });
-        for await (const chunk of body as AsyncIterable<Buffer>) onChunk(chunk);
-      },
-    },
-    owners: () => Promise.resolve(undefined),
-  };
+  const { kube, opens, watchers } = fakePodLogKube(options.pods ?? []);
   const delivered: string[] = [];
   const sent: string[] = [];
   /** Flushes (each reports the lines read since the previous one) and what they reported. */
   const counted = { flushes: 0, lines: 0, bytes: 0 };
   const source = createPodLogSource(
     {
-      logs: {
-        tail_lines: 10,
-        follow: true,
-        exclude_namespaces: [],
-        checkpoint_dir: options.checkpointDir ?? '',
-        rules: [
-          {
-            id: 'r',
-            namespace: 'prod',
-            pod_names: [],
-            label_selector: '',
-            field_selector: '',
-            containers: [],
-          },
-        ],
-      },
+      logs: followNamespaceProd(options.checkpointDir ?? ''),
       identity: { clusterId: 'c', agentId: 'a' },
       flushIntervalMs: FLUSH_MS,
       streamIdleTimeoutMs: STREAM_IDLE_MS,
@@ -279,21 +234,8 @@ describe('pod log flush timer', () => {
   it('moves the checkpoint on a release that arrives while it sleeps', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kubexa-idle-release-'));
     dirs.push(dir);
-    const listeners: ReleaseListener[] = [];
-    const releases = {
-      onRelease(listener: ReleaseListener) {
-        listeners.push(listener);
-        return () => undefined;
-      },
-    };
-    const checkpoint = (): unknown => {
-      const db = new Database(join(dir, 'pod-logs.db'), { readonly: true });
-      try {
-        return db.prepare('SELECT sec, nanos, count FROM checkpoints').all();
-      } finally {
-        db.close();
-      }
-    };
+    const { listeners, releases } = releaseFeed();
+    const checkpoint = (): unknown => readCheckpoints(dir);
     const { opens, delivered, sent, counted, clock, timers, source, asleep } = await startSource({
       pods: [podNamed('web-1', ['a'])],
       checkpointDir: dir,

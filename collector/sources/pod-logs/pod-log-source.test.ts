@@ -6,23 +6,28 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import type { V1Pod } from '@kubernetes/client-node';
 import Database from 'better-sqlite3';
 import { pino, type Logger } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  fakePodLogKube,
+  followNamespaceProd,
+  LINE_SECOND as SECOND,
+  readCheckpoints,
+  releaseFeed,
+  timestampedLine,
+} from '../../../test/helpers/pod-log-kube.js';
 import { FakeClock } from '../../../test/helpers/fake-clock.js';
 import { AgentMessage } from '../../../proto/index.js';
 import type { BufferItem } from '../../buffer/types.js';
-import type { LogRequest, PodLogKubeAccess } from './kube-access.js';
-import type { ReleaseListener } from '../../buffer/types.js';
 import {
   createPodLogSource,
   noopPodLogCounters,
   type PodLogSource,
   type PodLogSourceDeps,
 } from './pod-log-source.js';
-import { drainEventLoop, hang } from '../../../test/helpers/wait.js';
+import { drainEventLoop } from '../../../test/helpers/wait.js';
 
 /** vi.waitFor's default 1 s is too short on a shared 2-core machine; nothing here is timed. */
 const WAIT = { timeout: 10_000 };
@@ -48,48 +53,10 @@ const pod: V1Pod = {
   },
 };
 
-interface Opened {
-  readonly request: LogRequest;
-  readonly body: PassThrough;
-  readonly signal: AbortSignal;
-}
-
 /** One pod; every log request opens a body the test writes to, ended on the request's abort. */
-function fakeKube() {
-  const opens: Opened[] = [];
-  const watchers: ((type: string, object: V1Pod) => void)[] = [];
-  const kube: PodLogKubeAccess = {
-    listWatch: () => ({
-      list: () => Promise.resolve({ items: [pod], resourceVersion: '1' }),
-      watch: (_rv, onEvent, signal) => {
-        watchers.push(onEvent);
-        return hang(signal);
-      },
-    }),
-    logs: {
-      read: async (request, signal, onChunk) => {
-        const body = new PassThrough();
-        signal.addEventListener(
-          'abort',
-          () => {
-            body.end();
-          },
-          { once: true },
-        );
-        opens.push({ request, body, signal });
-        // As the real reader: each chunk handed over as it comes, the end or error passed on.
-        for await (const chunk of body as AsyncIterable<Buffer>) onChunk(chunk);
-      },
-    },
-    owners: () => Promise.resolve(undefined),
-  };
-  return { kube, opens, watchers };
-}
+const fakeKube = () => fakePodLogKube([pod]);
 
-const SECOND = '2025-03-01T10:00:07';
-/** A line as the API server sends it with timestamps=true. */
-const line = (nanos: number, text: string): string =>
-  `${SECOND}.${String(nanos).padStart(9, '0')}Z ${text}\n`;
+const line = timestampedLine;
 
 const sources: PodLogSource[] = [];
 const dirs: string[] = [];
@@ -112,22 +79,7 @@ async function started(
   const counted = { reconnects: 0, lines: 0, errors: [] as string[], backoffs: [] as string[] };
   const source = createPodLogSource(
     {
-      logs: {
-        tail_lines: 10,
-        follow: true,
-        exclude_namespaces: [],
-        checkpoint_dir: checkpointDir,
-        rules: [
-          {
-            id: 'r',
-            namespace: 'prod',
-            pod_names: [],
-            label_selector: '',
-            field_selector: '',
-            containers: [],
-          },
-        ],
-      },
+      logs: followNamespaceProd(checkpointDir),
       identity: { clusterId: 'c', agentId: 'a' },
       streamIdleTimeoutMs: IDLE_MS,
       flushIntervalMs: 10,
@@ -400,21 +352,8 @@ describe('pod log source checkpoints', () => {
   it('moves the checkpoint only over batches the buffer released, not over what it enqueued', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kubexa-source-release-'));
     dirs.push(dir);
-    const listeners: ReleaseListener[] = [];
-    const releases = {
-      onRelease(listener: ReleaseListener) {
-        listeners.push(listener);
-        return () => undefined;
-      },
-    };
-    const checkpoint = (): unknown => {
-      const db = new Database(join(dir, 'pod-logs.db'), { readonly: true });
-      try {
-        return db.prepare('SELECT sec, nanos, count FROM checkpoints').all();
-      } finally {
-        db.close();
-      }
-    };
+    const { listeners, releases } = releaseFeed();
+    const checkpoint = (): unknown => readCheckpoints(dir);
     const { clock, opens, delivered, sent, counted } = await started(dir, releases);
     opens[0]?.body.write(line(1, 'a') + line(2, 'b'));
     await vi.waitFor(() => {
