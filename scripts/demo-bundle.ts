@@ -20,13 +20,20 @@ export interface DemoBundle {
   args(name: 'collector' | 'executor'): string[];
 }
 
+/**
+ * An input a bundle plugin made up (`<namespace>:<path>`, e.g. `required-builtin:http`): no file,
+ * its text comes from scripts/bundle.ts, which is hashed.
+ */
+const VIRTUAL_INPUT = /^[a-z][a-z-]*:/;
+
 /** A hash of every file the bundle in `dir` was built from; undefined when one is missing. */
-function inputsHash(root: string, dir: string): string | undefined {
+export function inputsHash(root: string, dir: string): string | undefined {
   const metaPath = join(dir, 'meta.json');
   if (!existsSync(metaPath)) return undefined;
   const meta = JSON.parse(readFileSync(metaPath, 'utf8')) as { inputs?: Record<string, unknown> };
+  const files = Object.keys(meta.inputs ?? {}).filter((path) => !VIRTUAL_INPUT.test(path));
   const hash = createHash('sha256');
-  for (const path of [...Object.keys(meta.inputs ?? {}), ...ALSO_HASHED].sort()) {
+  for (const path of [...files, ...ALSO_HASHED].sort()) {
     const file = join(root, path);
     if (!existsSync(file)) return undefined;
     hash.update(path).update('\0').update(readFileSync(file)).update('\0');
