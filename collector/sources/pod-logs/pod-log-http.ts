@@ -1,16 +1,24 @@
-// `pods/log` over node:http(s) directly, the body handed to the caller chunk by chunk.
+// `pods/log` over node:http2 or node:http(s) directly, the body handed to the caller chunk by
+// chunk.
 //
 // Why not client-node's `Log`: a followed log arrives in small pieces (the kubelet writes line
 // by line and the API server flushes every write: 100-200 bytes a chunk), so the cost per chunk
 // decides the collector's CPU. `Log` pipes node-fetch's body stream into a caller's stream, and
 // each chunk then crossed two PassThrough streams and an async iterator step. Here a chunk goes
-// from the socket's 'data' event straight to the caller. `Log` also builds a new https.Agent,
-// and with it a new TLS context (CA, client key), for every request; the agent here is reused
-// while the kubeconfig's TLS material stays the same, and every connection reuses the material's
-// one TLS context (shared/tls-context.ts). It keeps no idle connection alive: a kept socket can race the
-// server's idle close. Authentication comes from the KubeConfig (token files, exec plugins,
-// impersonation), asked at most once a second (kube-credentials.ts): client-node reads the CA,
-// certificate and key files at every call, and 200 streams open at once.
+// from the stream's 'data' event straight to the caller.
+//
+// Over TLS without a proxy, each read is an HTTP/2 stream on a small pool of sessions per TLS
+// material (h2-sessions.ts): many follow streams share one TLS connection, as client-go's do,
+// where each HTTP/1.1 stream was a connection of its own (about 100 KB of TLS buffers and HTTP
+// parser each, in the C heap). A server that does not choose h2 (ALPN) is read over HTTP/1.1,
+// told once; through a proxy or in plain HTTP, reads stay on HTTP/1.1 with client-node's agent.
+// The HTTP/1.1 TLS agent is reused while the kubeconfig's TLS material stays the same (`Log`
+// built an agent and a TLS context per request), keeps no idle connection alive (a kept socket
+// can race the server's idle close), and every connection, HTTP/2 or not, reuses the material's
+// one TLS context (shared/tls-context.ts). Authentication comes from the KubeConfig (token
+// files, exec plugins, impersonation), asked at most once a second (kube-credentials.ts):
+// client-node reads the CA, certificate and key files at every call, and 200 streams open at
+// once.
 import http from 'node:http';
 import http2, { type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import https from 'node:https';
