@@ -28,6 +28,8 @@ import { tlsAgentOptions, type TlsMaterial } from '../../../shared/tls-context.j
 export const MAX_STREAMS_PER_SESSION = 100;
 /** A session with no stream is closed after this long. */
 export const IDLE_SESSION_MS = 30_000;
+/** A TLS connection not established within this fails (its reads reject and are retried). */
+export const CONNECT_TIMEOUT_MS = 30_000;
 /** A session pinged after a cancelled stream that does not answer within this is destroyed. */
 export const PING_TIMEOUT_MS = 10_000;
 /**
@@ -92,8 +94,13 @@ class PooledSession {
         reject(err);
       };
       socket.once('error', failed);
+      // A SYN or a handshake left unanswered: the OS would wait minutes.
+      socket.setTimeout(CONNECT_TIMEOUT_MS, () => {
+        socket.destroy(new Error('TLS connection to the API server timed out'));
+      });
       socket.once('secureConnect', () => {
         socket.off('error', failed);
+        socket.setTimeout(0);
         if (socket.alpnProtocol !== 'h2') {
           socket.destroy();
           this.leave();

@@ -10,7 +10,7 @@ import http2, {
   type ServerHttp2Session,
 } from 'node:http2';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TLS_FIXTURES } from '../../../test/helpers/gateway-harness.js';
@@ -314,6 +314,25 @@ describe('PodLogHttp over HTTP/2', () => {
     streamsOf(session)[0]?.end();
     expect(await read).toBeUndefined();
     await once(session, 'close');
+  });
+
+  it('ends a read at once on abort while its connection is still being made', async () => {
+    // Accepts TCP and never answers the TLS handshake (a server or path that hangs).
+    const held: Socket[] = [];
+    const silent = createTcpServer((socket) => held.push(socket));
+    silent.listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    cleanups.push(async () => {
+      for (const socket of held) socket.destroy();
+      silent.close();
+      await once(silent, 'close');
+    });
+    const logs = reader(kubeConfigFor((silent.address() as AddressInfo).port));
+    const controller = new AbortController();
+    const read = outcome(logs.read(follow('web-0'), controller.signal, () => 0));
+    await until(() => held.length === 1, 'the connection');
+    controller.abort();
+    expect(await read).toBeUndefined();
   });
 
   it('reads a server that does not speak HTTP/2 over HTTP/1.1, and says so once', async () => {

@@ -157,7 +157,19 @@ export class PodLogHttp {
     // or plain HTTP); otherwise an HTTP/2 stream on a session of the material's pool, or one
     // TLS agent kept across requests when the server does not speak HTTP/2.
     if (!proxied && !plain) {
-      const leased = await this.#poolFor(options, url).acquire();
+      // A connection being made or a session being pinged can take long: an abort still ends
+      // the read at once, and the stream reserved for it is given back when it comes.
+      const acquired = this.#poolFor(options, url).acquire();
+      if (!(await untilAborted(acquired, signal))) {
+        acquired.then(
+          (lease) => {
+            if (lease !== 'http/1.1') lease.release(false);
+          },
+          () => undefined,
+        );
+        return;
+      }
+      const leased = await acquired;
       if (leased !== 'http/1.1') {
         await this.#readStream(leased, { url, options }, signal, onChunk);
         return;
