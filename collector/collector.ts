@@ -264,7 +264,7 @@ export function createCollector(
         sink: buffer,
         // The checkpoints advance only over batches the buffer has made durable or settled.
         releases: buffer,
-        kube: kubePodLogAccess(deps.kube, watches),
+        kube: kubePodLogAccess(deps.kube, watches, logger),
         counters: podLogCounters,
       },
     );

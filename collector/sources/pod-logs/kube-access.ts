@@ -3,7 +3,7 @@ import type { KubeConfig, V1OwnerReference, V1Pod } from '@kubernetes/client-nod
 import { KubeHttp } from '../../watch/kube-http.js';
 import type { WatchFeed } from '../../watch/reflector.js';
 import type { WatchHub } from '../../watch/shared-watch.js';
-import { PodLogHttp } from './pod-log-http.js';
+import { PodLogHttp, type PodLogHttpLogger } from './pod-log-http.js';
 import { kubePodListWatch, type PodListWatch } from './kube-pod-list-watch.js';
 import type { OwnerLookup } from './workload.js';
 
@@ -42,10 +42,15 @@ interface OwnedObject {
 }
 
 /** `watches`: the collector's shared watches; the pods are then listed and watched there. */
-export function kubePodLogAccess(kc: KubeConfig, watches?: WatchHub): PodLogKubeAccess {
+export function kubePodLogAccess(
+  kc: KubeConfig,
+  watches?: WatchHub,
+  logger?: PodLogHttpLogger,
+): PodLogKubeAccess {
   // Owner lookups over one TLS agent (sessions resumed), not a typed client's agent per request.
   const rest = new KubeHttp(kc);
-  const http = new PodLogHttp(kc);
+  // Log reads: HTTP/2 streams on a few shared TLS connections (pod-log-http.ts).
+  const http = new PodLogHttp(kc, undefined, logger === undefined ? {} : { logger });
   return {
     listWatch: (namespace) => kubePodListWatch(kc, namespace),
     ...(watches === undefined
