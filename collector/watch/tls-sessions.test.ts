@@ -11,9 +11,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TLS_FIXTURES } from '../../test/helpers/gateway-harness.js';
+import { singleClusterKubeConfig } from '../../test/helpers/kube.js';
 import { createClusterProbe } from '../collector.js';
 import { kubeMetricsApi } from '../sources/metrics/metrics-api.js';
 import { kubePodLogAccess } from '../sources/pod-logs/kube-access.js';
@@ -65,14 +66,10 @@ async function startApiServer(handler: Handler = emptyList): Promise<ApiServer> 
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
-  const kube = new KubeConfig();
-  kube.loadFromOptions({
-    clusters: [
-      { name: 'c', server: `https://127.0.0.1:${String(port)}`, caFile: TLS_FIXTURES.caPath },
-    ],
-    users: [{ name: 'u', token: 'token-0123456789' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
+  const kube = singleClusterKubeConfig({
+    server: `https://127.0.0.1:${String(port)}`,
+    token: 'token-0123456789',
+    caFile: TLS_FIXTURES.caPath,
   });
   return { kube, handshakes, paths, connections };
 }

@@ -11,9 +11,10 @@ import http2, {
 } from 'node:http2';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TLS_FIXTURES } from '../../../test/helpers/gateway-harness.js';
+import { singleClusterKubeConfig } from '../../../test/helpers/kube.js';
 import { until } from '../../../test/helpers/wait.js';
 import { PodLogHttp, PodLogRequestError } from './pod-log-http.js';
 import { TurnBudget } from './turn-budget.js';
@@ -44,16 +45,11 @@ afterEach(async () => {
 });
 
 function kubeConfigFor(port: number): KubeConfig {
-  const kube = new KubeConfig();
-  kube.loadFromOptions({
-    clusters: [
-      { name: 'c', server: `https://127.0.0.1:${String(port)}`, caFile: TLS_FIXTURES.caPath },
-    ],
-    users: [{ name: 'u', token: 'token-0123456789' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
+  return singleClusterKubeConfig({
+    server: `https://127.0.0.1:${String(port)}`,
+    token: 'token-0123456789',
+    caFile: TLS_FIXTURES.caPath,
   });
-  return kube;
 }
 
 async function listen(server: Http2SecureServer | HttpsServer): Promise<number> {

@@ -219,20 +219,20 @@ export class PodLogHttp {
             return;
           }
           body = response;
-          const handle = (chunk: Buffer): void => {
-            // A chunk that waited in the queue past an abort or the read's end is dropped: the
-            // caller may already read the same container on a new connection.
-            if (over || signal.aborted) return;
-            try {
-              onChunk(chunk);
-            } catch (err: unknown) {
-              // A throwing consumer ends this connection, not the process.
-              over = true;
-              this.#budget.forget(response);
-              outgoing.destroy();
-              reject(err instanceof Error ? err : new Error(String(err)));
-            }
-          };
+          // A throwing consumer ends this connection, not the process.
+          const handle = chunkHandler(
+            {
+              over: () => over,
+              end: (err) => {
+                over = true;
+                this.#budget.forget(response);
+                outgoing.destroy();
+                reject(err);
+              },
+            },
+            signal,
+            onChunk,
+          );
           // Handled now, or in a later turn once this one's budget is spent (turn-budget.ts).
           response.on('data', (chunk: Buffer) => {
             this.#budget.offer(response, chunk, handle);
@@ -300,19 +300,20 @@ export class PodLogHttp {
         });
       };
       signal.addEventListener('abort', onAbort, { once: true });
-      const handle = (chunk: Buffer): void => {
-        // A chunk that waited in the queue past an abort or the read's end is dropped.
-        if (over || signal.aborted) return;
-        try {
-          onChunk(chunk);
-        } catch (err: unknown) {
-          // A throwing consumer ends this stream, not the process (nor the session).
-          over = true;
-          this.#budget.forget(stream);
-          cancel();
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
-      };
+      // A throwing consumer ends this stream, not the process (nor the session).
+      const handle = chunkHandler(
+        {
+          over: () => over,
+          end: (err) => {
+            over = true;
+            this.#budget.forget(stream);
+            cancel();
+            reject(err);
+          },
+        },
+        signal,
+        onChunk,
+      );
       stream.once('response', (headers: IncomingHttpHeaders) => {
         status = Number(headers[':status']);
         if (status !== 200) {
@@ -420,6 +421,26 @@ function h2Headers(url: URL, options: https.RequestOptions): http2.OutgoingHttpH
   }
   headers['user-agent'] = USER_AGENT;
   return headers;
+}
+
+/**
+ * What a read hands each chunk to (through the turn budget): a chunk that waited in the queue past
+ * an abort or the read's end is dropped (the caller may already read the same container again),
+ * and a consumer that throws ends the read with its error (`read.end`).
+ */
+function chunkHandler(
+  read: { over(): boolean; end(err: Error): void },
+  signal: AbortSignal,
+  onChunk: (chunk: Buffer) => void,
+): (chunk: Buffer) => void {
+  return (chunk) => {
+    if (read.over() || signal.aborted) return;
+    try {
+      onChunk(chunk);
+    } catch (err: unknown) {
+      read.end(err instanceof Error ? err : new Error(String(err)));
+    }
+  };
 }
 
 /** A PodLogRequestError from a non-200 answer, with the Status message when there is one. */
