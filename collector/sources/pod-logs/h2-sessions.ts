@@ -28,8 +28,14 @@ import { tlsAgentOptions, type TlsMaterial } from '../../../shared/tls-context.j
 export const MAX_STREAMS_PER_SESSION = 100;
 /** A session with no stream is closed after this long. */
 export const IDLE_SESSION_MS = 30_000;
-/** A TLS connection not established within this fails (its reads reject and are retried). */
+/**
+ * A session not ready within this (the TLS handshake done and the server's HTTP/2 SETTINGS
+ * received) is destroyed: its reads reject and are retried with the reader's backoff. A server
+ * or a path that finishes TLS and then goes silent would otherwise hold every read of the pool.
+ */
 export const CONNECT_TIMEOUT_MS = 30_000;
+/** Sessions one acquire() opens at most before it gives up (each left the pool at once). */
+const MAX_SESSIONS_PER_ACQUIRE = 3;
 /** A session pinged after a cancelled stream that does not answer within this is destroyed. */
 export const PING_TIMEOUT_MS = 10_000;
 /**
@@ -44,6 +50,8 @@ export interface SessionPoolOptions {
   readonly maxStreamsPerSession?: number;
   readonly idleMs?: number;
   readonly pingTimeoutMs?: number;
+  /** How long a new session may take to be ready (CONNECT_TIMEOUT_MS). */
+  readonly connectTimeoutMs?: number;
   /** Told once when the server does not speak HTTP/2 and reads fall back to HTTP/1.1. */
   readonly onFallback?: (reason: string) => void;
 }
@@ -89,22 +97,31 @@ class PooledSession {
         ...(material.servername === undefined && isIP(host) === 0 ? { servername: host } : {}),
         ALPNProtocols: ['h2', 'http/1.1'],
       });
+      // A SYN, a handshake or the server's SETTINGS left unanswered: the OS would wait minutes
+      // (a dropped path), or for ever (a server silent after TLS).
+      const deadline = setTimeout(() => {
+        const err = new Error(
+          `HTTP/2 session to the API server not ready within ${String(this.pool.connectTimeoutMs)} ms`,
+        );
+        if (this.session === undefined) socket.destroy(err);
+        else this.session.destroy(err);
+      }, this.pool.connectTimeoutMs);
+      deadline.unref();
+      const settle = <T>(done: (value: T) => void, value: T): void => {
+        clearTimeout(deadline);
+        done(value);
+      };
       const failed = (err: Error): void => {
         this.leave();
-        reject(err);
+        settle(reject, err);
       };
       socket.once('error', failed);
-      // A SYN or a handshake left unanswered: the OS would wait minutes.
-      socket.setTimeout(CONNECT_TIMEOUT_MS, () => {
-        socket.destroy(new Error('TLS connection to the API server timed out'));
-      });
       socket.once('secureConnect', () => {
         socket.off('error', failed);
-        socket.setTimeout(0);
         if (socket.alpnProtocol !== 'h2') {
           socket.destroy();
           this.leave();
-          resolve('http/1.1');
+          settle(resolve, 'http/1.1');
           return;
         }
         const session = http2.connect(origin, {
@@ -117,18 +134,32 @@ class PooledSession {
         });
         session.once('close', () => {
           this.leave();
-          reject(new Error('HTTP/2 session to the API server closed before its settings'));
+          settle(reject, new Error('HTTP/2 session to the API server closed before its settings'));
         });
         session.once('error', (err: Error) => {
           this.leave();
-          reject(err);
+          settle(reject, err);
         });
         // Errors after the first are the streams' to report.
         session.on('error', () => undefined);
         session.once('remoteSettings', (settings: http2.Settings) => {
-          this.limit = Math.min(this.limit, settings.maxConcurrentStreams ?? this.limit);
+          const allowed = settings.maxConcurrentStreams ?? this.limit;
+          if (allowed < 1) {
+            // A server that takes no stream (one draining, a proxy): not a session to wait on or
+            // to open again at once; the read fails and is retried with the reader's backoff.
+            this.leave();
+            session.close();
+            settle(
+              reject,
+              new Error(
+                'the API server allows no stream on a new HTTP/2 session (SETTINGS_MAX_CONCURRENT_STREAMS 0)',
+              ),
+            );
+            return;
+          }
+          this.limit = Math.min(this.limit, allowed);
           session.setLocalWindowSize(SESSION_WINDOW_BYTES);
-          resolve('h2');
+          settle(resolve, 'h2');
         });
       });
     });
@@ -175,6 +206,21 @@ class PooledSession {
     return this.check;
   }
 
+  /**
+   * The session, if the stream reserved on it can go: not when it left the pool or is closing or
+   * destroyed (a GOAWAY or an error Node saw first: it leaves, so the next pick opens another),
+   * nor when the server's settings allow fewer streams than were reserved.
+   */
+  usable(): ClientHttp2Session | undefined {
+    const session = this.session;
+    if (session === undefined || this.gone) return undefined;
+    if (session.closed || session.destroyed) {
+      this.leave();
+      return undefined;
+    }
+    return this.active > this.limit ? undefined : session;
+  }
+
   taken(): void {
     this.active++;
     clearTimeout(this.idleTimer);
@@ -212,6 +258,7 @@ export class SessionPool {
   readonly material: TlsMaterial;
   readonly origin: URL;
   readonly idleMs: number;
+  readonly connectTimeoutMs: number;
   readonly #cap: number;
   readonly #pingTimeoutMs: number;
   readonly #onFallback: (reason: string) => void;
@@ -225,6 +272,7 @@ export class SessionPool {
     this.idleMs = options.idleMs ?? IDLE_SESSION_MS;
     this.#cap = options.maxStreamsPerSession ?? MAX_STREAMS_PER_SESSION;
     this.#pingTimeoutMs = options.pingTimeoutMs ?? PING_TIMEOUT_MS;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
     this.#onFallback = options.onFallback ?? (() => undefined);
   }
 
@@ -240,8 +288,9 @@ export class SessionPool {
   /** The first session with room for a stream, or a new one. */
   #pick(): PooledSession {
     for (const candidate of this.#sessions) {
-      if (candidate.session?.closed === true) candidate.leave();
-      else if (candidate.active < candidate.limit) return candidate;
+      if (candidate.session?.closed === true || candidate.session?.destroyed === true) {
+        candidate.leave();
+      } else if (candidate.active < candidate.limit) return candidate;
     }
     const opened = new PooledSession(this, this.#cap);
     this.#sessions.add(opened);
@@ -260,8 +309,15 @@ export class SessionPool {
 
   /** A session with room for one more stream (reserved for the caller), or 'http/1.1'. */
   async acquire(): Promise<SessionLease | 'http/1.1'> {
-    for (;;) {
+    for (let attempt = 1; ; attempt++) {
       if (this.#http1) return 'http/1.1';
+      if (attempt > MAX_SESSIONS_PER_ACQUIRE) {
+        // Each session it took left at once (a GOAWAY as soon as opened, a lower limit): the
+        // read fails and its backoff applies, instead of a connection after another.
+        throw new Error(
+          `no HTTP/2 session to the API server took a stream in ${String(MAX_SESSIONS_PER_ACQUIRE)} tries`,
+        );
+      }
       const chosen = this.#pick();
       chosen.taken();
       let protocol: 'h2' | 'http/1.1';
@@ -276,11 +332,8 @@ export class SessionPool {
         chosen.released();
         return this.#fallBack();
       }
-      const session = chosen.session;
-      // The settings said fewer streams than were reserved, or it left while we waited.
-      if (chosen.gone || session === undefined || session.closed || chosen.active > chosen.limit) {
-        // Closing (a GOAWAY Node saw first): out of the pool, so the next pick opens another.
-        if (session?.closed === true) chosen.leave();
+      const session = chosen.usable();
+      if (session === undefined) {
         chosen.released();
         continue;
       }

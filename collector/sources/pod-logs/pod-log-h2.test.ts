@@ -11,6 +11,11 @@ import http2, {
 } from 'node:http2';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
+import {
+  createServer as createTlsServer,
+  type Server as TlsServer,
+  type TLSSocket,
+} from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TLS_FIXTURES } from '../../../test/helpers/gateway-harness.js';
@@ -52,7 +57,7 @@ function kubeConfigFor(port: number): KubeConfig {
   });
 }
 
-async function listen(server: Http2SecureServer | HttpsServer): Promise<number> {
+async function listen(server: Http2SecureServer | HttpsServer | TlsServer): Promise<number> {
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   return (server.address() as AddressInfo).port;
@@ -329,6 +334,41 @@ describe('PodLogHttp over HTTP/2', () => {
     await until(() => held.length === 1, 'the connection');
     controller.abort();
     expect(await read).toBeUndefined();
+  });
+
+  it("fails a read whose session never gets the server's settings, and closes its connection", async () => {
+    // Finishes TLS with ALPN h2, then says nothing (a server or a path silent after the
+    // handshake): without a deadline every read of the pool waited on this session for ever.
+    const held: TLSSocket[] = [];
+    const silent = createTlsServer(
+      { cert: TLS_FIXTURES.cert, key: TLS_FIXTURES.key, ALPNProtocols: ['h2'] },
+      (socket) => {
+        held.push(socket);
+        // Read (and drop) what comes, so the client's close is seen.
+        socket.resume();
+      },
+    );
+    const port = await listen(silent);
+    cleanups.push(async () => {
+      for (const socket of held) socket.destroy();
+      silent.close();
+      await once(silent, 'close');
+    });
+    const logs = reader(kubeConfigFor(port), { connectTimeoutMs: 300 });
+    const err = await outcome(logs.read(follow('web-0'), new AbortController().signal, () => 0));
+    expect(String(err)).toMatch(/not ready within 300 ms/);
+    const [socket] = held;
+    if (socket === undefined) throw new Error('no connection');
+    // The client gave it up: the server's end closes.
+    if (!socket.destroyed) await once(socket, 'close');
+  });
+
+  it('fails a read on a server that allows no stream, without a connection after another', async () => {
+    const server = await startH2Server(lineThenQuiet, { maxConcurrentStreams: 0 });
+    const logs = reader(server.kube);
+    const err = await outcome(logs.read(follow('web-0'), new AbortController().signal, () => 0));
+    expect(String(err)).toMatch(/SETTINGS_MAX_CONCURRENT_STREAMS 0/);
+    expect(server.connections()).toBe(1);
   });
 
   it('reads a server that does not speak HTTP/2 over HTTP/1.1, and says so once', async () => {
