@@ -697,7 +697,7 @@ export const MUTATIONS: readonly Mutation[] = [
     id: 'podlogs-queued-chunk-after-abort',
     area: 'pod logs',
     file: 'collector/sources/pod-logs/pod-log-http.ts',
-    original: 'if (over || signal.aborted) return;',
+    original: 'if (read.over() || signal.aborted) return;',
     replacement: '',
     tests: ['collector/sources/pod-logs/turn-budget.test.ts'],
     breaks: 'no chunk of an aborted read reaches its log, not even one that waited its turn',
