@@ -6,7 +6,12 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { tlsAgentOptions, tlsMaterial } from '../../shared/tls-context.js';
+import {
+  sameTlsMaterial,
+  tlsAgentOptions,
+  tlsMaterial,
+  type TlsMaterial,
+} from '../../shared/tls-context.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import { createKubeCredentials, type KubeCredentials } from '../kube-credentials.js';
 
@@ -51,7 +56,7 @@ export class KubeHttp {
   readonly #kc: KubeConfig;
   /** The kubeconfig's options, asked at most once a second (client-node reads files per call). */
   readonly #credentials: KubeCredentials;
-  #agent: { key: string; agent: https.Agent } | undefined;
+  #agent: { material: TlsMaterial; agent: https.Agent } | undefined;
 
   readonly #freeSocketTimeoutMs: number;
 
@@ -181,10 +186,12 @@ export class KubeHttp {
   /** One TLS agent while the kubeconfig's TLS material stays the same (a rotation makes another). */
   #tlsAgent(options: Readonly<https.RequestOptions>): https.Agent {
     const material = tlsMaterial(options);
-    const key = JSON.stringify(material, (_, value: unknown) =>
-      Buffer.isBuffer(value) ? value.toString('base64') : value,
-    );
-    if (this.#agent?.key === key) return this.#agent.agent;
+    // Compared field by field, never serialized: JSON.stringify calls a Buffer's toJSON before
+    // any replacer sees it, so a CA of 1 KB became a thousand replacer calls on every request,
+    // hot enough that V8 optimized them with TurboFan in an idle minute (README, "Idle footprint").
+    if (this.#agent !== undefined && sameTlsMaterial(this.#agent.material, material)) {
+      return this.#agent.agent;
+    }
     // Kept-alive sockets: the periodic GETs (discovery, the Metrics API, the readiness probe's
     // list, every 30 s) reuse one connection instead of a TLS handshake each, which was most of
     // an idle collector's CPU between its timers (README, "Idle footprint"). A free socket is
@@ -196,7 +203,7 @@ export class KubeHttp {
       keepAlive: true,
       timeout: this.#freeSocketTimeoutMs,
     });
-    this.#agent = { key, agent };
+    this.#agent = { material, agent };
     return agent;
   }
 
