@@ -78,7 +78,11 @@ const IDLE_CPU_TARGET_S_PER_MIN = 0.1;
  * bundle with the image's V8 flags that Node 20 has, and the image's GLIBC_TUNABLES.
  */
 const STAND_IN_ROW = 'bundled, image V8 flags (Node 20)';
-const STAND_IN_NODE_FLAGS = ['--max-semi-space-size=8'] as const;
+const STAND_IN_NODE_FLAGS = [
+  '--max-semi-space-size=8',
+  '--bytecode-old-age=1',
+  '--flush-baseline-code',
+] as const;
 const STAND_IN_ENV = { GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=32768' } as const;
 
 const CLOCK_TICKS = 100;
