@@ -16,6 +16,7 @@ import {
 } from '../../shared/tls-context.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import { createKubeCredentials } from '../kube-credentials.js';
+import { FREE_SOCKET_TIMEOUT_MS } from '../watch/kube-http.js';
 
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; query)`;
 /** Connections kept per API server: the query gate runs 4 at once, the catalog 8 reviews. */
@@ -58,18 +59,29 @@ function headerObject(headers: https.RequestOptions['headers']): http.OutgoingHt
   return headers === undefined || isList(headers) ? {} : headers;
 }
 
-export function createKubeRest(kube: KubeConfig, deps: { clock?: Clock } = {}): KubeRest {
+export function createKubeRest(
+  kube: KubeConfig,
+  deps: {
+    clock?: Clock;
+    /** For tests (FREE_SOCKET_TIMEOUT_MS otherwise). */ freeSocketTimeoutMs?: number;
+  } = {},
+): KubeRest {
   const credentials = createKubeCredentials(kube, deps);
   let cached: { material: TlsMaterial; agent: https.Agent } | undefined;
   const agentFor = (options: Readonly<https.RequestOptions>): https.Agent => {
     const material = tlsMaterial(options);
     if (cached && sameTlsMaterial(cached.material, material)) return cached.agent;
     cached?.agent.destroy();
+    // A free connection closes after FREE_SOCKET_TIMEOUT_MS idle, as KubeHttp's: the catalog's
+    // access reviews open up to 8 at start, which otherwise idled until the API server closed
+    // them (90 s, seen with strace on an idle collector), and a load balancer's shorter idle
+    // timeout would cut them under a request.
     const agent = new https.Agent({
       ...tlsAgentOptions(material),
       keepAlive: true,
       maxSockets: MAX_SOCKETS,
       maxFreeSockets: MAX_SOCKETS,
+      timeout: deps.freeSocketTimeoutMs ?? FREE_SOCKET_TIMEOUT_MS,
     });
     cached = { material, agent };
     return agent;

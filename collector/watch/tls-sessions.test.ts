@@ -17,6 +17,7 @@ import { TLS_FIXTURES } from '../../test/helpers/gateway-harness.js';
 import { singleClusterKubeConfig } from '../../test/helpers/kube.js';
 import { createClusterProbe } from '../collector.js';
 import { kubeMetricsApi } from '../sources/metrics/metrics-api.js';
+import { createKubeRest } from '../query/kube-rest.js';
 import { kubePodLogAccess } from '../sources/pod-logs/kube-access.js';
 import { KubeHttp } from './kube-http.js';
 
@@ -178,6 +179,23 @@ describe('kept-alive connections (KubeHttp)', () => {
       expect(api.connections).toHaveLength(2);
     } finally {
       http.close();
+    }
+  });
+
+  it('the query and catalog client closes its idle connections too', async () => {
+    const api = await startApiServer();
+    const rest = createKubeRest(api.kube, { freeSocketTimeoutMs: 200 });
+    const get = () =>
+      rest.request({ method: 'GET', path: '/api/v1/pods', maxBodyBytes: 1024, signal });
+    try {
+      await get();
+      const [connection] = api.connections;
+      if (connection === undefined) throw new Error('no connection');
+      await once(connection, 'close');
+      expect((await get()).status).toBe(200);
+      expect(api.connections).toHaveLength(2);
+    } finally {
+      rest.close();
     }
   });
 
