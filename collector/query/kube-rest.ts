@@ -71,7 +71,9 @@ export function createKubeRest(
   const agentFor = (options: Readonly<https.RequestOptions>): https.Agent => {
     const material = tlsMaterial(options);
     if (cached && sameTlsMaterial(cached.material, material)) return cached.agent;
-    cached?.agent.destroy();
+    // The previous agent is left to wind down, not destroyed: a request still on it (a query, a
+    // catalog review) completes, and its free connections close after FREE_SOCKET_TIMEOUT_MS
+    // (Node unrefs a free socket, so none holds the process at shutdown).
     // A free connection closes after FREE_SOCKET_TIMEOUT_MS idle, as KubeHttp's: the catalog's
     // access reviews open up to 8 at start, which otherwise idled until the API server closed
     // them (90 s, seen with strace on an idle collector), and a load balancer's shorter idle

@@ -7,6 +7,10 @@
 // connections alive must not break: a connection the server closed while it idled is retried
 // once, an idle free connection is closed by the client, an open watch is never cut for idling.
 import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
@@ -16,6 +20,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TLS_FIXTURES } from '../../test/helpers/gateway-harness.js';
 import { singleClusterKubeConfig } from '../../test/helpers/kube.js';
 import { createClusterProbe } from '../collector.js';
+import { CREDENTIALS_MAX_AGE_MS } from '../kube-credentials.js';
 import { kubeMetricsApi } from '../sources/metrics/metrics-api.js';
 import { createKubeRest } from '../query/kube-rest.js';
 import { kubePodLogAccess } from '../sources/pod-logs/kube-access.js';
@@ -48,7 +53,10 @@ afterEach(async () => {
   }
 });
 
-async function startApiServer(handler: Handler = emptyList): Promise<ApiServer> {
+async function startApiServer(
+  handler: Handler = emptyList,
+  caFile: string = TLS_FIXTURES.caPath,
+): Promise<ApiServer> {
   const handshakes = { full: 0, resumed: 0 };
   const paths: string[] = [];
   const connections: Socket[] = [];
@@ -70,7 +78,7 @@ async function startApiServer(handler: Handler = emptyList): Promise<ApiServer> 
   const kube = singleClusterKubeConfig({
     server: `https://127.0.0.1:${String(port)}`,
     token: 'token-0123456789',
-    caFile: TLS_FIXTURES.caPath,
+    caFile,
   });
   return { kube, handshakes, paths, connections };
 }
@@ -146,7 +154,11 @@ describe('kept-alive connections (KubeHttp)', () => {
     const toJson = vi.spyOn(Buffer.prototype, 'toJSON');
     try {
       for (let i = 0; i < REQUESTS; i++) await http.getJson({ path: '/api/v1/pods' }, signal);
-      expect(api.paths).toHaveLength(REQUESTS);
+      // The kubeconfig's files are read again after a second: new Buffers, the same bytes, the
+      // same agent and connection.
+      await sleep(CREDENTIALS_MAX_AGE_MS + 100);
+      await http.getJson({ path: '/api/v1/pods' }, signal);
+      expect(api.paths).toHaveLength(REQUESTS + 1);
       expect(api.connections).toHaveLength(1);
       expect(toJson).not.toHaveBeenCalled();
     } finally {
@@ -196,6 +208,38 @@ describe('kept-alive connections (KubeHttp)', () => {
       expect(api.connections).toHaveLength(2);
     } finally {
       rest.close();
+    }
+  });
+
+  it('a rotated CA file gets a new agent; a request still on the old one completes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kubexa-rest-rotation-'));
+    const caPath = join(dir, 'ca.pem');
+    const ca = readFileSync(TLS_FIXTURES.caPath, 'utf8');
+    writeFileSync(caPath, ca);
+    const slowMs = CREDENTIALS_MAX_AGE_MS + 600;
+    const api = await startApiServer((req, res) => {
+      if (req.url === '/slow') {
+        setTimeout(() => {
+          emptyList(req, res);
+        }, slowMs).unref();
+      } else emptyList(req, res);
+    }, caPath);
+    const rest = createKubeRest(api.kube);
+    const get = (path: string) => rest.request({ method: 'GET', path, maxBodyBytes: 1024, signal });
+    try {
+      const slow = get('/slow').then(
+        (answer) => answer.status,
+        (error: unknown) => String(error),
+      );
+      // New CA file content (a line before the PEM block, which OpenSSL skips): new material.
+      writeFileSync(caPath, `rotated\n${ca}`);
+      await sleep(CREDENTIALS_MAX_AGE_MS + 100);
+      expect((await get('/fast')).status).toBe(200);
+      expect(await slow).toBe(200);
+      expect(api.connections).toHaveLength(2);
+    } finally {
+      rest.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
