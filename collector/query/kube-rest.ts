@@ -63,7 +63,8 @@ export function createKubeRest(
   kube: KubeConfig,
   deps: {
     clock?: Clock;
-    /** For tests (FREE_SOCKET_TIMEOUT_MS otherwise). */ freeSocketTimeoutMs?: number;
+    /** For tests (FREE_SOCKET_TIMEOUT_MS otherwise). */
+    freeSocketTimeoutMs?: number;
   } = {},
 ): KubeRest {
   const credentials = createKubeCredentials(kube, deps);
@@ -74,6 +75,7 @@ export function createKubeRest(
     // The previous agent is left to wind down, not destroyed: a request still on it (a query, a
     // catalog review) completes, and its free connections close after FREE_SOCKET_TIMEOUT_MS
     // (Node unrefs a free socket, so none holds the process at shutdown).
+
     // A free connection closes after FREE_SOCKET_TIMEOUT_MS idle, as KubeHttp's: the catalog's
     // access reviews open up to 8 at start, which otherwise idled until the API server closed
     // them (90 s, seen with strace on an idle collector), and a load balancer's shorter idle

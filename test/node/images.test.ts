@@ -95,8 +95,8 @@ function inspectArchive(image: BuiltImage): { config: ImageConfig; files: Set<st
 
 /**
  * The collector's V8 flags for a process that starts once and then idles (Dockerfile.collector;
- * README, "Idle footprint"). Node refuses a flag its V8 does not know ("bad option") before the
- * bundle runs, so the image-run test below fails on one the image's Node would refuse.
+ * README, "Idle footprint"). Node exits with "bad option" on a flag its V8 does not know, so the
+ * image-run test below fails on one the image's Node would refuse.
  */
 const COLLECTOR_V8_FLAGS = [
   '--bytecode-old-age=1',
@@ -200,7 +200,7 @@ describe.each([
           return typeof stderr === 'string' ? stderr : '';
         },
       );
-      // Node refuses an entrypoint flag it does not know before any module loads.
+      // An entrypoint flag the image's Node does not know: it says "bad option" and exits.
       expect(existsSync(loaded), stderr).toBe(true);
       expect(stderr).not.toMatch(/bad option/);
       const modules = readFileSync(loaded, 'utf8').split('\n');
