@@ -33,7 +33,7 @@ import {
   tlsMaterial,
   type TlsMaterial,
 } from '../../../shared/tls-context.js';
-import { TurnBudget } from './turn-budget.js';
+import { TurnBudget, type PausableStream } from './turn-budget.js';
 import { SessionPool, type SessionLease, type SessionPoolOptions } from './h2-sessions.js';
 
 /** What the client logs: once, when a server does not speak HTTP/2. */
@@ -187,18 +187,10 @@ export class PodLogHttp {
        */
       const finish = (err?: Error): void => {
         if (over) return;
-        const queued = body;
-        if (signal.aborted || queued === undefined) {
+        this.#endRead({ queued: body, dropQueued: signal.aborted, err, signal }, (failure) => {
           over = true;
-          if (queued) this.#budget.forget(queued);
-          if (err === undefined || signal.aborted) resolve();
-          else reject(err);
-          return;
-        }
-        void this.#budget.settled(queued).then(() => {
-          over = true;
-          if (err === undefined || signal.aborted) resolve();
-          else reject(err);
+          if (failure === undefined) resolve();
+          else reject(failure);
         });
       };
       const outgoing = send(
@@ -286,17 +278,11 @@ export class PodLogHttp {
       /** As in read(): aborted at once with the queued chunks dropped, else once they are out. */
       const finish = (err?: Error): void => {
         if (over) return;
-        if (signal.aborted || status !== 200) {
+        const dropQueued = signal.aborted || status !== 200;
+        this.#endRead({ queued: stream, dropQueued, err, signal }, (failure) => {
           over = true;
-          this.#budget.forget(stream);
-          if (err === undefined || signal.aborted) resolve();
-          else reject(err);
-          return;
-        }
-        void this.#budget.settled(stream).then(() => {
-          over = true;
-          if (err === undefined || signal.aborted) resolve();
-          else reject(err);
+          if (failure === undefined) resolve();
+          else reject(failure);
         });
       };
       signal.addEventListener('abort', onAbort, { once: true });
@@ -383,6 +369,32 @@ export class PodLogHttp {
     const agent = new https.Agent(tlsAgentOptions(material));
     this.#agent = { material, agent };
     return agent;
+  }
+
+  /**
+   * How both reads end (HTTP/1.1 and HTTP/2): dropping its queued chunks at once (`dropQueued`:
+   * aborted, or no log body) or else once the chunks queued before the end were handed over, in
+   * order; then `settle` with the error, none when the read ended cleanly or was aborted.
+   */
+  #endRead(
+    end: {
+      readonly queued: PausableStream | undefined;
+      readonly dropQueued: boolean;
+      readonly err: Error | undefined;
+      readonly signal: AbortSignal;
+    },
+    settle: (failure: Error | undefined) => void,
+  ): void {
+    const { queued, dropQueued, err, signal } = end;
+    const outcome = (): void => {
+      settle(err === undefined || signal.aborted ? undefined : err);
+    };
+    if (dropQueued || queued === undefined) {
+      if (queued !== undefined) this.#budget.forget(queued);
+      outcome();
+      return;
+    }
+    void this.#budget.settled(queued).then(outcome);
   }
 
   /**
