@@ -16,9 +16,9 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { BufferItem } from '../../collector/buffer/types.js';
 import { createCapabilityCatalog } from '../../collector/catalog/capability-catalog.js';
-import { discoverResources } from '../../collector/catalog/discovery.js';
+import { discoverResources, type DiscoveredResource } from '../../collector/catalog/discovery.js';
 import { createExecutorClient } from '../../collector/executor-client/executor-client.js';
-import { createKubeRest } from '../../collector/query/kube-rest.js';
+import { createKubeRest, type KubeRest } from '../../collector/query/kube-rest.js';
 import { compileQueryPolicy } from '../../collector/query/policy.js';
 import { createGateAccessReporter } from '../../executor/catalog/gate-access.js';
 import { createCommandGuard } from '../../executor/guard/authorize-command.js';
@@ -121,6 +121,11 @@ describe('capability catalog', () => {
     cleanups.push(() => proxy.close());
     // What reaches the API server, counted at the proxy: a discovery round reads /apis once.
     const discoveries = proxy.tally((method, path) => method === 'GET' && path === '/apis');
+    // Aggregated discovery (discovery.ts): /api and /apis hold every group version's resources,
+    // so a round reads those two and no group version's own path.
+    const discoveryReads = proxy.tally(
+      (method, path) => method === 'GET' && /^\/apis?(\/|$)/.test(path),
+    );
     const reviews = proxy.tally(
       (method, path) =>
         method === 'POST' && path === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
@@ -184,6 +189,7 @@ describe('capability catalog', () => {
     expect(reviews.seen()).toBe(perSweep);
     expect(catalog.published()).toBe(1);
     expect(discoveries.seen()).toBe(1);
+    expect(discoveryReads.seen()).toBe(2);
     expect(clock.pending()).toEqual([FIVE_MINUTES]);
 
     // One millisecond short of 5 minutes: no round.
@@ -201,6 +207,7 @@ describe('capability catalog', () => {
       ms += round === 1 ? 1 : FIVE_MINUTES;
       expect(await roundEnded()).toBe(FIVE_MINUTES);
       expect(discoveries.seen(), `round ${String(round)}`).toBe(1 + round);
+      expect(discoveryReads.seen(), `round ${String(round)}`).toBe(2 * (1 + round));
       const hourly = ms >= 60 * 60_000;
       expect(
         [catalog.published(), reviews.seen()],
@@ -384,6 +391,51 @@ describe('capability catalog', () => {
       policyList: true,
       policyGet: true,
     });
+
+    // The same discovery from the plain lists, a read per group version (what a server without
+    // aggregated discovery answers): the aggregator's Stale group version is the same failed
+    // group as the 503 of its own path, and every resource, version and kind agrees. Retried
+    // while another file's CRD comes or goes between the two reads.
+    const rest = createKubeRest(kc);
+    cleanups.push(() => {
+      rest.close();
+      return Promise.resolve();
+    });
+    let legacyReads = 0;
+    const plainLists: KubeRest = {
+      request: (request) => {
+        legacyReads++;
+        return rest.request({ ...request, accept: 'application/json' });
+      },
+      close: () => undefined,
+    };
+    const [aggregated, legacy] = await eventually(
+      'aggregated and per-group-version discovery agree',
+      async () => {
+        const signal = AbortSignal.timeout(20_000);
+        legacyReads = 0;
+        const both = [
+          await discoverResources(rest, signal),
+          await discoverResources(plainLists, signal),
+        ] as const;
+        return both[0].fingerprint === both[1].fingerprint &&
+          both[0].failedGroups.join() === both[1].failedGroups.join()
+          ? both
+          : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    // The same resources; within a group version the aggregated document lists them by name,
+    // the plain list in the server's own order.
+    const byKey = (resources: readonly DiscoveredResource[]) =>
+      [...resources].sort((a, b) =>
+        `${a.group}/${a.resource}`.localeCompare(`${b.group}/${b.resource}`),
+      );
+    expect(byKey(legacy.resources)).toEqual(byKey(aggregated.resources));
+    expect(legacy.failedGroups).toContain(`${group}/v1`);
+    expect(aggregated.failedGroups).toEqual(legacy.failedGroups);
+    // The plain lists took /api, /apis and a read per group version.
+    expect(legacyReads).toBeGreaterThan(10);
   });
 
   it("shows the executor side: off without an executor, gates off, and the executor's own reviews for a gate on", async () => {
