@@ -57,7 +57,7 @@ import { registerStateMetrics } from './sources/state/state-metrics.js';
 import { demandRefs } from './sources/state/demand.js';
 import { createEventsSource, type EventsSource } from './sources/events/events-source.js';
 import { PayloadOptIn } from './sources/events/opt-in.js';
-import { KubeHttp } from './watch/kube-http.js';
+import { kubeHttpFor } from './watch/kube-http.js';
 import { kubeListWatch } from './watch/kube-list-watch.js';
 import { WatchHub } from './watch/shared-watch.js';
 
@@ -146,7 +146,7 @@ const NO_DEADLINE = new AbortController().signal;
  * for each of the kubelet's probes.
  */
 export function createClusterProbe(kube: KubeConfig): ClusterProbe {
-  const http = new KubeHttp(kube);
+  const http = kubeHttpFor(kube);
   return {
     async listOneNamespace() {
       await http.getJson({ path: '/api/v1/namespaces', query: { limit: '1' } }, NO_DEADLINE);
@@ -156,7 +156,7 @@ export function createClusterProbe(kube: KubeConfig): ClusterProbe {
 
 /** Reads the kube-system namespace's UID, the cluster id every gateway session reports. */
 export async function readClusterId(kube: KubeConfig): Promise<string> {
-  const namespace = (await new KubeHttp(kube).getJson(
+  const namespace = (await kubeHttpFor(kube).getJson(
     { path: '/api/v1/namespaces/kube-system' },
     NO_DEADLINE,
   )) as { metadata?: { uid?: string } };
@@ -247,7 +247,7 @@ export function createCollector(
   const sources: Source[] = [];
   // One list/watch per resource + namespace + selectors for logs, state and events (a pods
   // state rule, the lifecycle deriver and the log source share the pods').
-  const watchHttp = new KubeHttp(deps.kube);
+  const watchHttp = kubeHttpFor(deps.kube);
   const watches = new WatchHub({
     clock,
     logger: logger.child({ component: 'watch' }),
@@ -611,7 +611,7 @@ function createWatchSources(
           ? {}
           : { discoveryIntervalMs: deps.stateDiscoveryIntervalMs }),
       },
-      { logger, clock, sink, http: new KubeHttp(deps.kube), counters: stateCounters, watches },
+      { logger, clock, sink, http: kubeHttpFor(deps.kube), counters: stateCounters, watches },
     );
   }
   // Kubernetes events and pod lifecycle events (collect.events), sent once the gateway opts in.
@@ -622,7 +622,7 @@ function createWatchSources(
   ) {
     events = createEventsSource(
       { events: collect.events, identity },
-      { logger, clock, sink, http: new KubeHttp(deps.kube), watches },
+      { logger, clock, sink, http: kubeHttpFor(deps.kube), watches },
     );
   }
   return {

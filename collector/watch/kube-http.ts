@@ -257,3 +257,22 @@ async function refusal(response: http.IncomingMessage, path: string): Promise<Ku
   }
   return new KubeRequestError(code, message, reason);
 }
+
+const sharedClients = new WeakMap<KubeConfig, KubeHttp>();
+
+/**
+ * The process's one client for a KubeConfig: every watch and periodic GET of the collector (state
+ * and events discovery, the Metrics API, the readiness probe, owner lookups, the pod watches)
+ * goes through one agent, so one pool of kept-alive connections and one TLS session cache. A
+ * client each made its own connections and handshakes: a periodic GET of one found no free
+ * connection of its own and opened a new one with a full handshake (two in an idle collector's
+ * first minute, strace) while another client's connection idled.
+ */
+export function kubeHttpFor(kc: KubeConfig): KubeHttp {
+  let client = sharedClients.get(kc);
+  if (client === undefined) {
+    client = new KubeHttp(kc);
+    sharedClients.set(kc, client);
+  }
+  return client;
+}

@@ -113,6 +113,24 @@ describe('periodic API requests keep one connection alive', () => {
     expect(api.connections).toHaveLength(1);
     expect(api.handshakes).toEqual({ full: 1, resumed: 0 });
   });
+
+  it("the collector's clients of one KubeConfig share it: one connection, one handshake", async () => {
+    // Each client had an agent of its own: a periodic GET of one opened a connection and made
+    // a full handshake while another's kept-alive connection idled.
+    const api = await startApiServer();
+    const metrics = kubeMetricsApi(api.kube);
+    const probe = createClusterProbe(api.kube);
+    const { owners } = kubePodLogAccess(api.kube);
+    const signal = new AbortController().signal;
+    for (let i = 0; i < REQUESTS; i++) {
+      await metrics.listNodeMetrics(signal);
+      await probe.listOneNamespace();
+      await owners('ReplicaSet', 'shop', `web-${String(i)}`, signal);
+    }
+    expect(api.paths).toHaveLength(3 * REQUESTS);
+    expect(api.connections).toHaveLength(1);
+    expect(api.handshakes).toEqual({ full: 1, resumed: 0 });
+  });
 });
 
 describe('kept-alive connections (KubeHttp)', () => {

@@ -2,7 +2,7 @@
 // selectors, of the pods they select: behind an interface so tests and a later shared watch layer
 // can stand in for the API server.
 import type { KubeConfig } from '@kubernetes/client-node';
-import { KubeHttp, KubeRequestError } from '../../watch/kube-http.js';
+import { kubeHttpFor, KubeRequestError } from '../../watch/kube-http.js';
 
 export interface ContainerUsage {
   readonly name: string;
@@ -53,7 +53,7 @@ interface PodList {
  * context and a full handshake for each request (an idle collector's CPU, README's Sizing).
  */
 export function kubeMetricsApi(kube: KubeConfig): MetricsApi {
-  const http = new KubeHttp(kube);
+  const http = kubeHttpFor(kube);
   const base = `/apis/${GROUP}/${VERSION}`;
   const items = async (path: string, signal: AbortSignal): Promise<readonly UsageItem[]> =>
     ((await http.getJson({ path }, signal)) as ItemList).items ?? [];

@@ -8,7 +8,7 @@ import { minimatch } from 'minimatch';
 import type { Logger } from 'pino';
 import type { Clock } from '../../../shared/clock.js';
 import { Informer, objectKey, type Cached } from '../../watch/informer.js';
-import { KubeHttp } from '../../watch/kube-http.js';
+import { kubeHttpFor } from '../../watch/kube-http.js';
 import { kubeListWatch, type KubeObject } from '../../watch/kube-list-watch.js';
 import type { ListWatch } from '../../watch/list-watch.js';
 import type { MetricsPart } from './metrics-source.js';
@@ -61,7 +61,7 @@ export function kubePodWatch(
   labelSelector: string,
 ): ListWatch<WatchedPod> {
   return kubeListWatch(
-    new KubeHttp(kube),
+    kubeHttpFor(kube),
     { group: '', version: 'v1', resource: 'pods', namespaced: true, namespace, labelSelector },
     watchedPod,
   );

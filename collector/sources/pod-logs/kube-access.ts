@@ -1,6 +1,6 @@
 // The real Kubernetes access of the pod log source, built from a KubeConfig in main.ts.
 import type { KubeConfig, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
-import { KubeHttp } from '../../watch/kube-http.js';
+import { kubeHttpFor } from '../../watch/kube-http.js';
 import type { WatchFeed } from '../../watch/reflector.js';
 import type { WatchHub } from '../../watch/shared-watch.js';
 import { PodLogHttp, type PodLogHttpLogger } from './pod-log-http.js';
@@ -48,7 +48,7 @@ export function kubePodLogAccess(
   logger?: PodLogHttpLogger,
 ): PodLogKubeAccess {
   // Owner lookups over one TLS agent (sessions resumed), not a typed client's agent per request.
-  const rest = new KubeHttp(kc);
+  const rest = kubeHttpFor(kc);
   // Log reads: HTTP/2 streams on a few shared TLS connections (pod-log-http.ts).
   const http = new PodLogHttp(kc, undefined, logger === undefined ? {} : { logger });
   return {
