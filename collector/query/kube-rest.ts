@@ -8,19 +8,11 @@ import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../shared/clock.js';
-import {
-  sameTlsMaterial,
-  tlsAgentOptions,
-  tlsMaterial,
-  type TlsMaterial,
-} from '../../shared/tls-context.js';
 import { AGENT_VERSION } from '../../shared/version.js';
 import { createKubeCredentials } from '../kube-credentials.js';
-import { FREE_SOCKET_TIMEOUT_MS } from '../watch/kube-http.js';
+import { kubeHttpFor, type KubeHttp } from '../watch/kube-http.js';
 
 const USER_AGENT = `kubexa-agent/${AGENT_VERSION} (collector; query)`;
-/** Connections kept per API server: the query gate runs 4 at once, the catalog 8 reviews. */
-const MAX_SOCKETS = 16;
 
 export interface RestResponse {
   readonly status: number;
@@ -63,33 +55,17 @@ export function createKubeRest(
   kube: KubeConfig,
   deps: {
     clock?: Clock;
-    /** For tests (FREE_SOCKET_TIMEOUT_MS otherwise). */
-    freeSocketTimeoutMs?: number;
+    /** The connections' client; the process's one for this KubeConfig by default. */
+    http?: KubeHttp;
   } = {},
 ): KubeRest {
   const credentials = createKubeCredentials(kube, deps);
-  let cached: { material: TlsMaterial; agent: https.Agent } | undefined;
-  const agentFor = (options: Readonly<https.RequestOptions>): https.Agent => {
-    const material = tlsMaterial(options);
-    if (cached && sameTlsMaterial(cached.material, material)) return cached.agent;
-    // The previous agent is left to wind down, not destroyed: a request still on it (a query, a
-    // catalog review) completes, and its free connections close after FREE_SOCKET_TIMEOUT_MS
-    // (Node unrefs a free socket, so none holds the process at shutdown).
-
-    // A free connection closes after FREE_SOCKET_TIMEOUT_MS idle, as KubeHttp's: the catalog's
-    // access reviews open up to 8 at start, which otherwise idled until the API server closed
-    // them (90 s, seen with strace on an idle collector), and a load balancer's shorter idle
-    // timeout would cut them under a request.
-    const agent = new https.Agent({
-      ...tlsAgentOptions(material),
-      keepAlive: true,
-      maxSockets: MAX_SOCKETS,
-      maxFreeSockets: MAX_SOCKETS,
-      timeout: deps.freeSocketTimeoutMs ?? FREE_SOCKET_TIMEOUT_MS,
-    });
-    cached = { material, agent };
-    return agent;
-  };
+  // The watch client's agent (kube-http.ts): its kept-alive connections, closed after 45 s idle,
+  // and its TLS session cache, so the catalog's reviews and the queries reuse a free connection
+  // of the watches' periodic GETs or resume the process's TLS session instead of a full
+  // handshake each (each client's first connection was one). A rotated CA or client certificate
+  // gets a new agent there, and the previous one winds down under the requests still on it.
+  const shared = deps.http ?? kubeHttpFor(kube);
 
   const once = async (request: RestRequest, retryOnReuse: boolean): Promise<RestResponse> => {
     const cluster = kube.getCurrentCluster();
@@ -104,7 +80,7 @@ export function createKubeRest(
         ? options.agent instanceof http.Agent
           ? options.agent
           : undefined
-        : agentFor(options);
+        : shared.agentFor(options);
     const send = plain ? http.request : https.request;
     return new Promise<RestResponse>((resolve, reject) => {
       const outgoing = send(
@@ -161,8 +137,8 @@ export function createKubeRest(
   return {
     request: (request) => once(request, true),
     close() {
-      cached?.agent.destroy();
-      cached = undefined;
+      // Nothing of its own to close: the agent is shared, and a free connection in it is unrefed
+      // (never holds the process) and closed after 45 s idle.
     },
   };
 }

@@ -207,6 +207,15 @@ export class KubeHttp {
     return agent;
   }
 
+  /**
+   * The agent for these request options (a TLS material's one). The query and catalog client
+   * (query/kube-rest.ts) sends over it too: one pool of connections to the API server for the
+   * process, and after its first handshake every new connection resumes the TLS session.
+   */
+  agentFor(options: Readonly<https.RequestOptions>): https.Agent {
+    return this.#tlsAgent(options);
+  }
+
   close(): void {
     this.#agent?.agent.destroy();
     this.#agent = undefined;

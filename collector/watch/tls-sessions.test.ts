@@ -116,18 +116,21 @@ describe('periodic API requests keep one connection alive', () => {
 
   it("the collector's clients of one KubeConfig share it: one connection, one handshake", async () => {
     // Each client had an agent of its own: a periodic GET of one opened a connection and made
-    // a full handshake while another's kept-alive connection idled.
+    // a full handshake while another's kept-alive connection idled. The query and catalog
+    // client (kube-rest.ts) sends over the same agent.
     const api = await startApiServer();
     const metrics = kubeMetricsApi(api.kube);
     const probe = createClusterProbe(api.kube);
     const { owners } = kubePodLogAccess(api.kube);
+    const rest = createKubeRest(api.kube);
     const signal = new AbortController().signal;
     for (let i = 0; i < REQUESTS; i++) {
       await metrics.listNodeMetrics(signal);
       await probe.listOneNamespace();
       await owners('ReplicaSet', 'shop', `web-${String(i)}`, signal);
+      await rest.request({ method: 'GET', path: '/api', maxBodyBytes: 1024, signal });
     }
-    expect(api.paths).toHaveLength(3 * REQUESTS);
+    expect(api.paths).toHaveLength(4 * REQUESTS);
     expect(api.connections).toHaveLength(1);
     expect(api.handshakes).toEqual({ full: 1, resumed: 0 });
   });
@@ -214,7 +217,8 @@ describe('kept-alive connections (KubeHttp)', () => {
 
   it('the query and catalog client closes its idle connections too', async () => {
     const api = await startApiServer();
-    const rest = createKubeRest(api.kube, { freeSocketTimeoutMs: 200 });
+    const http = new KubeHttp(api.kube, { freeSocketTimeoutMs: 200 });
+    const rest = createKubeRest(api.kube, { http });
     const get = () =>
       rest.request({ method: 'GET', path: '/api/v1/pods', maxBodyBytes: 1024, signal });
     try {
@@ -225,7 +229,7 @@ describe('kept-alive connections (KubeHttp)', () => {
       expect((await get()).status).toBe(200);
       expect(api.connections).toHaveLength(2);
     } finally {
-      rest.close();
+      http.close();
     }
   });
 
