@@ -4,12 +4,14 @@
 // group version that fails discovery (an aggregated API whose service is down) is reported in
 // failedGroups and the rest is kept; failing to read the group list itself fails the discovery.
 //
-// Aggregated discovery first, as client-go and kubectl ask since Kubernetes 1.30 (beta since
-// 1.26): `/api` and `/apis` asked for an APIGroupDiscoveryList hold every group version's
-// resources, so a round is two requests instead of one per group version (about 25 on a small
-// cluster, on up to 8 connections, each a TLS handshake at start), and a group version the
+// Aggregated discovery first, as client-go and kubectl ask for it (API servers: beta and on since
+// 1.27, GA in 1.30): `/api` and `/apis` asked for an APIGroupDiscoveryList hold every group
+// version's resources, so a round is two requests instead of one per group version (about 25 on a
+// small cluster, on up to 8 connections, each a TLS handshake at start), and a group version the
 // aggregator marks Stale is a failed one, as client-go counts it. A server that answers the plain
-// APIGroupList (older, or a proxy that drops the parameters) gets the per-group-version reads.
+// APIGroupList (older, or a proxy that drops the parameters) gets the per-group-version reads, and
+// so does one whose aggregated answer fails (a strict proxy's 406, a document over the cap): that
+// path is asked again for the plain list.
 import { createHash } from 'node:crypto';
 import type { KubeRest } from '../query/kube-rest.js';
 import { mapLimit } from './map-limit.js';
@@ -33,7 +35,7 @@ const MAX_DISCOVERY_BYTES = 8 * 1024 * 1024;
 const PARALLEL_GROUP_VERSIONS = 8;
 
 /**
- * The aggregated document first (v2, then v2beta1 for 1.26-1.29), else the plain lists. Both
+ * The aggregated document first (v2, then v2beta1 for 1.27-1.29), else the plain lists. Both
  * aggregated versions carry the fields read here the same way.
  */
 const AGGREGATED_DISCOVERY_ACCEPT = [
@@ -200,10 +202,20 @@ function answerAll(
   });
 }
 
+/** The aggregated document, or the plain list when asking for it failed. */
+async function groupList(rest: KubeRest, path: string, signal: AbortSignal): Promise<unknown> {
+  try {
+    return await getJson(rest, path, signal, AGGREGATED_DISCOVERY_ACCEPT);
+  } catch {
+    signal.throwIfAborted();
+    return getJson(rest, path, signal, 'application/json');
+  }
+}
+
 export async function discoverResources(rest: KubeRest, signal: AbortSignal): Promise<Discovery> {
   const [core, groups] = await Promise.all([
-    getJson(rest, '/api', signal, AGGREGATED_DISCOVERY_ACCEPT),
-    getJson(rest, '/apis', signal, AGGREGATED_DISCOVERY_ACCEPT),
+    groupList(rest, '/api', signal),
+    groupList(rest, '/apis', signal),
   ]);
   const answers = await answerAll(
     rest,

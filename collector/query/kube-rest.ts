@@ -123,7 +123,8 @@ export function createKubeRest(
         },
       );
       outgoing.once('error', (err: NodeJS.ErrnoException) => {
-        // A kept-alive socket the server closed while idle: one fresh try, for reads only.
+        // A kept-alive socket the server closed while idle: one fresh try (GETs and access
+        // reviews, the only requests sent here, change nothing).
         if (retryOnReuse && outgoing.reusedSocket && err.code === 'ECONNRESET') {
           once(request, false).then(resolve, reject);
           return;

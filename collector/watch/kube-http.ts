@@ -216,6 +216,7 @@ export class KubeHttp {
     return this.#tlsAgent(options);
   }
 
+  /** Ends every connection of this client: never call it on a shared one (kubeHttpFor). */
   close(): void {
     this.#agent?.agent.destroy();
     this.#agent = undefined;

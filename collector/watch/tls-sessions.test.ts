@@ -1,8 +1,8 @@
 // An idle collector's CPU: its periodic API requests (metrics.k8s.io scrapes every 30 s, the
-// kubelet's /readyz probes, workload owner lookups) each go over one kept-alive connection per
-// client, so after the first request there is no TLS handshake at all (client-node's typed clients
-// made a new TLS context and a full handshake per request; until 2026-12-05 each request here
-// was a new connection that resumed its TLS session). Counted on a real HTTPS server with the
+// kubelet's /readyz probes, workload owner lookups, queries) go over the kept-alive connections
+// of one agent for every client, so after the first request there is no TLS handshake at all
+// (client-node's typed clients made a new TLS context and a full handshake per request; until
+// 2026-12-05 each request here was a new connection that resumed its TLS session). Counted on a real HTTPS server with the
 // test CA: connections, and how many handshakes were full and how many resumed. Then what keeping
 // connections alive must not break: a connection the server closed while it idled is retried
 // once, an idle free connection is closed by the client, an open watch is never cut for idling.

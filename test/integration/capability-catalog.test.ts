@@ -260,16 +260,15 @@ describe('capability catalog', () => {
       },
       { timeoutMs: 30_000, intervalMs: 200 },
     );
+    // As the catalog's round will see it: the aggregated discovery document, rebuilt apart from
+    // the plain group list, may list the new resource a moment later.
     await eventually(
-      "the CRD in the API server's group list",
+      'the CRD in aggregated discovery',
       async () => {
-        const groups = await admin.request({
-          method: 'GET',
-          path: '/apis',
-          maxBodyBytes: 8 << 20,
-          signal: AbortSignal.timeout(10_000),
-        });
-        return groups.body.includes(`"${group}"`) ? true : undefined;
+        const found = await discoverResources(admin, AbortSignal.timeout(10_000));
+        return found.resources.some((r) => r.group === group && r.resource === 'ticks')
+          ? true
+          : undefined;
       },
       { timeoutMs: 30_000, intervalMs: 200 },
     );
@@ -409,22 +408,35 @@ describe('capability catalog', () => {
       },
       close: () => undefined,
     };
-    const [aggregated, legacy] = await eventually(
+    // And a strict proxy that refuses the aggregated document's media type (406): that path is
+    // asked again for the plain list.
+    const strictProxy: KubeRest = {
+      request: (request) =>
+        request.accept?.includes('apidiscovery.k8s.io') === true
+          ? Promise.resolve({
+              status: 406,
+              contentType: 'text/plain',
+              body: Buffer.from('not acceptable'),
+            })
+          : rest.request(request),
+      close: () => undefined,
+    };
+    const [aggregated, legacy, refused] = await eventually(
       'aggregated and per-group-version discovery agree',
       async () => {
         const signal = AbortSignal.timeout(20_000);
         legacyReads = 0;
-        const both = [
+        const all = [
           await discoverResources(rest, signal),
           await discoverResources(plainLists, signal),
+          await discoverResources(strictProxy, signal),
         ] as const;
-        return both[0].fingerprint === both[1].fingerprint &&
-          both[0].failedGroups.join() === both[1].failedGroups.join()
-          ? both
-          : undefined;
+        const key = (d: (typeof all)[number]) => `${d.fingerprint} ${d.failedGroups.join()}`;
+        return key(all[0]) === key(all[1]) && key(all[1]) === key(all[2]) ? all : undefined;
       },
       { timeoutMs: 30_000, intervalMs: 500 },
     );
+    expect(refused.resources).toEqual(legacy.resources);
     // The same resources; within a group version the aggregated document lists them by name,
     // the plain list in the server's own order.
     const byKey = (resources: readonly DiscoveredResource[]) =>
