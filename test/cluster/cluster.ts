@@ -14,7 +14,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { ApiregistrationV1Api, CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
 import { ensureInotifyInstances, type InotifyLimit } from './inotify.js';
 import {
@@ -353,6 +353,33 @@ async function createReadyNodes(kubeconfigPath: string): Promise<void> {
   });
 }
 
+/** Why metrics.k8s.io is not served within 90 s (its APIService not Available), or undefined. */
+async function metricsApiProblem(kubeconfigPath: string): Promise<string | undefined> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const registration = kc.makeApiClient(ApiregistrationV1Api);
+  const name = 'v1beta1.metrics.k8s.io';
+  let last = 'not read';
+  try {
+    await waitFor(`APIService ${name} to be Available`, 90_000, async () => {
+      try {
+        const service = await registration.readAPIService({ name });
+        const available = service.status?.conditions?.find((c) => c.type === 'Available');
+        last = `Available=${available?.status ?? 'absent'} (${available?.reason ?? ''})`;
+        return available?.status === 'True' ? true : undefined;
+      } catch (err: unknown) {
+        // client-node's message holds every response header: the status code is enough here.
+        const code = (err as { code?: unknown }).code;
+        last = `read failed: HTTP ${typeof code === 'number' ? String(code) : '?'}`;
+        return undefined;
+      }
+    });
+    return undefined;
+  } catch {
+    return `metrics.k8s.io is not served 90 s after the cluster was ready (APIService ${name}: ${last})`;
+  }
+}
+
 /** Starts a cluster and returns once the API server is ready and every node is Ready. */
 export async function startCluster(options: ClusterOptions): Promise<RunningCluster> {
   const binDir = await buildClusterBinaries(options.env);
@@ -377,19 +404,36 @@ export async function startCluster(options: ClusterOptions): Promise<RunningClus
   const configPath = await writeKwokConfig(binDir, options.workdir, options.name, network);
   const started = Date.now();
   try {
-    await runLogged(
-      join(binDir, 'kwokctl'),
-      ['create', 'cluster', '--name', options.name, '-c', configPath, '--kubeconfig', ''].concat([
-        '--enable',
-        'metrics-server',
-        '--wait',
-        '3m',
-      ]),
-      env,
-      join(options.workdir, 'kwokctl-create.log'),
-    );
     const kubeconfigPath = join(options.workdir, 'clusters', options.name, 'kubeconfig.yaml');
-    await createReadyNodes(kubeconfigPath);
+    const create = async () => {
+      await runLogged(
+        join(binDir, 'kwokctl'),
+        ['create', 'cluster', '--name', options.name, '-c', configPath, '--kubeconfig', ''].concat([
+          '--enable',
+          'metrics-server',
+          '--wait',
+          '3m',
+        ]),
+        env,
+        join(options.workdir, 'kwokctl-create.log'),
+      );
+      await createReadyNodes(kubeconfigPath);
+    };
+    await create();
+    // kwokctl picks each component's port as one free a moment before the component binds it:
+    // two clusters created at once (the test projects' setups) can pick the same one, and the
+    // loser (seen: metrics-server) exits while the cluster reports ready, so metrics.k8s.io is
+    // never served. Such a control plane is created once more, on ports picked again.
+    const metricsProblem = await metricsApiProblem(kubeconfigPath);
+    if (metricsProblem !== undefined) {
+      process.stderr.write(
+        `test cluster ${options.name}: ${metricsProblem}; creating its control plane again\n${componentLogTails(options.workdir, options.name)}\n`,
+      );
+      await deleteControlPlane(binDir, options);
+      await create();
+      const again = await metricsApiProblem(kubeconfigPath);
+      if (again !== undefined) throw new Error(again);
+    }
     let realNode: RunningRealNode | undefined;
     if (network !== undefined) {
       const relayAddress = `${network.hostAddress}:${String(apiServerPort(kubeconfigPath))}`;
@@ -452,6 +496,10 @@ export function killClusterProcesses(workdir: string, name: string): void {
     stopRealNode(nodeDir(workdir), network);
     removeNodeNetwork(network);
   }
+  killControlPlaneProcesses(workdir, name);
+}
+
+function killControlPlaneProcesses(workdir: string, name: string): void {
   const pidDir = join(workdir, 'clusters', name, 'pids');
   if (!existsSync(pidDir)) return;
   for (const file of readdirSync(pidDir)) {
@@ -474,7 +522,14 @@ export async function stopCluster(options: ClusterOptions): Promise<void> {
     await removeNodeDir(nodeDir(options.workdir));
   }
   const binDir = await buildClusterBinaries(options.env).catch(() => undefined);
-  if (binDir !== undefined && existsSync(join(options.workdir, 'clusters', options.name))) {
+  if (binDir !== undefined) await deleteControlPlane(binDir, options);
+  killClusterProcesses(options.workdir, options.name);
+  await rm(options.workdir, { recursive: true, force: true });
+}
+
+/** `kwokctl delete cluster`, then every process its pid files name (the real node is left). */
+async function deleteControlPlane(binDir: string, options: ClusterOptions): Promise<void> {
+  if (existsSync(join(options.workdir, 'clusters', options.name))) {
     await runLogged(
       join(binDir, 'kwokctl'),
       // An empty --kubeconfig is refused on delete; point it at a file of our own so the user's
@@ -491,6 +546,5 @@ export async function stopCluster(options: ClusterOptions): Promise<void> {
       join(options.workdir, 'kwokctl-delete.log'),
     ).catch(() => undefined);
   }
-  killClusterProcesses(options.workdir, options.name);
-  await rm(options.workdir, { recursive: true, force: true });
+  killControlPlaneProcesses(options.workdir, options.name);
 }
