@@ -420,10 +420,10 @@ export async function startCluster(options: ClusterOptions): Promise<RunningClus
       await createReadyNodes(kubeconfigPath);
     };
     await create();
-    // kwokctl picks each component's port as one free a moment before the component binds it:
-    // two clusters created at once (the test projects' setups) can pick the same one, and the
-    // loser (seen: metrics-server) exits while the cluster reports ready, so metrics.k8s.io is
-    // never served. Such a control plane is created once more, on ports picked again.
+    // kwokctl reports the cluster ready without checking every component: with several clusters
+    // starting at once on two cores (the test projects' setups), metrics-server can come up
+    // before its API server listens, panic on "connection refused" and stay down, so
+    // metrics.k8s.io is never served (seen in CI). Such a control plane is created once more.
     const metricsProblem = await metricsApiProblem(kubeconfigPath);
     if (metricsProblem !== undefined) {
       process.stderr.write(
