@@ -30,15 +30,40 @@ export interface MarkedCommand {
   readonly argv: readonly string[];
 }
 
+/**
+ * How long the wrapper waits for its terminal to have a size, in steps of 50 ms. The runtime
+ * applies the size sent on the resize channel after the process has started (kubectl has the
+ * same race): measured on the real node, a TTY `sh` asked `stty size` right after the console
+ * opened and saw no size (busybox: "standard input: No child processes", rows 0). Waiting here
+ * means the command, a shell's line editor included, starts with the size the client asked for.
+ */
+const TERMINAL_SIZE_STEPS = 20;
+
+/**
+ * The wrapper's wait for the terminal's size: only on a terminal, only where `stty` exists, at
+ * most TERMINAL_SIZE_STEPS × 50 ms; a size that never comes starts the command anyway.
+ */
+const WAIT_FOR_TERMINAL_SIZE =
+  '[ -t 0 ] && command -v stty >/dev/null 2>&1 && { i=0; ' +
+  `while [ $i -lt ${TERMINAL_SIZE_STEPS} ]; do ` +
+  's=$(stty size 2>/dev/null); case "$s" in [1-9]*" "[1-9]*) break;; esac; ' +
+  'sleep 0.05 2>/dev/null || break; i=$((i+1)); done; }; ';
+
+export interface MarkOptions {
+  /** A terminal size was asked for: the command starts once the terminal has one (bounded). */
+  readonly waitForTerminalSize?: boolean;
+}
+
 /** The command wrapped so that it and its descendants carry a fresh marker. */
-export function markCommand(command: readonly string[]): MarkedCommand {
+export function markCommand(command: readonly string[], options: MarkOptions = {}): MarkedCommand {
   const marker = randomBytes(16).toString('hex');
+  const waitForSize = options.waitForTerminalSize === true ? WAIT_FOR_TERMINAL_SIZE : '';
   return {
     marker,
     argv: [
       SHELL,
       '-c',
-      `${CONSOLE_MARKER_ENV}=${marker}; export ${CONSOLE_MARKER_ENV}; exec "$@"`,
+      `${waitForSize}${CONSOLE_MARKER_ENV}=${marker}; export ${CONSOLE_MARKER_ENV}; exec "$@"`,
       'sh',
       ...command,
     ],

@@ -113,7 +113,10 @@ export function podExecProcess(
     // either (the runtime keeps the terminal open: a `sleep` in it was still running after close,
     // on v5 and v4 alike). Run it marked, so that ending the session can end it
     // (marked-processes.ts); `exec "$@"` keeps the terminal, the PID and the exit status.
-    const marked = (await hasShell(kube, target)) ? markCommand(target.command) : undefined;
+    const sized = target.tty && size !== undefined && size.cols > 0 && size.rows > 0;
+    const marked = (await hasShell(kube, target))
+      ? markCommand(target.command, { waitForTerminalSize: sized })
+      : undefined;
     const execTarget = marked === undefined ? target : { ...target, command: marked.argv };
     const exec = await openPodExec(kube, execTarget, {
       onOutput: (stream, data) => {
@@ -123,7 +126,7 @@ export function podExecProcess(
         handlers.onEnd(end);
       },
     });
-    if (target.tty && size !== undefined && size.cols > 0 && size.rows > 0) {
+    if (sized) {
       exec.resize(size.cols, size.rows);
     }
     return {

@@ -220,6 +220,20 @@ describe('pod consoles through the executor on the real node', () => {
     expect(JSON.stringify(executor.auditLines())).not.toContain('resized=');
   });
 
+  it('a TTY command that asks its size the moment it starts gets the size the client asked for', async () => {
+    // The runtime applies the resize channel's first size after the process has started; without
+    // the wrapper's wait (marked-processes.ts) `stty size` run at once sees no size at all.
+    for (const [cols, rows] of [
+      [91, 23],
+      [132, 43],
+    ] as const) {
+      const sized = open(executor, pod(), { command: ['stty', 'size'], tty: true, cols, rows });
+      await sized.until('exit', () => sized.exit !== undefined);
+      expect(sized.output().trim()).toBe(`${rows} ${cols}`);
+      expect(sized.exit?.exitCode).toBe(0);
+    }
+  });
+
   it('a command reads stdin (no TTY): stdout and stderr are separate, stdin end is seen', async () => {
     const cat = open(executor, pod(), {
       command: ['sh', '-c', 'read line; echo "got:$line"; echo err >&2; cat; echo done'],
