@@ -14,6 +14,14 @@
 // path is asked again for the plain list.
 import { createHash } from 'node:crypto';
 import type { KubeRest } from '../query/kube-rest.js';
+import {
+  AGGREGATED_DISCOVERY_ACCEPT,
+  fromAggregated,
+  isAggregated,
+  type ApiResource,
+  type GroupVersion,
+  type GroupVersionAnswer,
+} from '../watch/aggregated-discovery.js';
 import { mapLimit } from './map-limit.js';
 
 export interface DiscoveredResource {
@@ -33,41 +41,6 @@ export interface Discovery {
 
 const MAX_DISCOVERY_BYTES = 8 * 1024 * 1024;
 const PARALLEL_GROUP_VERSIONS = 8;
-
-/**
- * The aggregated document first (v2, then v2beta1 for 1.27-1.29), else the plain lists. Both
- * aggregated versions carry the fields read here the same way.
- */
-const AGGREGATED_DISCOVERY_ACCEPT = [
-  'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList',
-  'application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList',
-  'application/json',
-].join(',');
-
-interface ApiResource {
-  name?: string;
-  kind?: string;
-  namespaced?: boolean;
-  verbs?: string[];
-}
-
-/** apidiscovery.k8s.io APIGroupDiscoveryList, the fields read here. */
-interface GroupDiscoveryList {
-  kind: 'APIGroupDiscoveryList';
-  items?: {
-    metadata?: { name?: string };
-    versions?: {
-      version?: string;
-      freshness?: string;
-      resources?: {
-        resource?: string;
-        responseKind?: { kind?: string };
-        scope?: string;
-        verbs?: string[];
-      }[];
-    }[];
-  }[];
-}
 
 async function getJson(
   rest: KubeRest,
@@ -97,52 +70,8 @@ export function fingerprintOf(resources: readonly DiscoveredResource[]): string 
   return `sha256:${hash.digest('hex')}`;
 }
 
-interface GroupVersion {
-  readonly group: string;
-  readonly version: string;
-}
-
 function pathOf(gv: GroupVersion): string {
   return gv.group === '' ? `/api/${gv.version}` : `/apis/${gv.group}/${gv.version}`;
-}
-
-function isAggregated(document: unknown): document is GroupDiscoveryList {
-  return (
-    typeof document === 'object' &&
-    document !== null &&
-    (document as { kind?: unknown }).kind === 'APIGroupDiscoveryList'
-  );
-}
-
-interface GroupVersionAnswer {
-  readonly gv: GroupVersion;
-  /** undefined: this group version failed discovery. */
-  readonly resources: readonly ApiResource[] | undefined;
-}
-
-/** An aggregated document's group versions, each group's preferred (first listed) first. */
-function fromAggregated(list: GroupDiscoveryList): GroupVersionAnswer[] {
-  const out: GroupVersionAnswer[] = [];
-  for (const group of list.items ?? []) {
-    const name = group.metadata?.name ?? '';
-    for (const entry of group.versions ?? []) {
-      const version = entry.version ?? '';
-      if (version === '') continue;
-      const gv = { group: name, version };
-      if (entry.freshness === 'Stale') {
-        out.push({ gv, resources: undefined });
-        continue;
-      }
-      const resources = (entry.resources ?? []).map((r): ApiResource => ({
-        ...(r.resource === undefined ? {} : { name: r.resource }),
-        ...(r.responseKind?.kind === undefined ? {} : { kind: r.responseKind.kind }),
-        namespaced: r.scope === 'Namespaced',
-        ...(r.verbs === undefined ? {} : { verbs: r.verbs }),
-      }));
-      out.push({ gv, resources });
-    }
-  }
-  return out;
 }
 
 /** A plain APIGroupList's group versions, each group's preferred version first. */

@@ -52,6 +52,17 @@ export interface KubeGet {
   readonly accept?: string;
 }
 
+/** A conditional GET's answer: the document and its ETag, or "unchanged since that ETag". */
+export type ConditionalAnswer =
+  | { readonly changed: true; readonly body: unknown; readonly etag: string | undefined }
+  | { readonly changed: false };
+
+/** What #send got: the status it accepted and the response's ETag. */
+interface SentHead {
+  readonly status: number;
+  readonly etag: string | undefined;
+}
+
 export class KubeHttp {
   readonly #kc: KubeConfig;
   /** The kubeconfig's options, asked at most once a second (client-node reads files per call). */
@@ -72,6 +83,25 @@ export class KubeHttp {
     const chunks: Buffer[] = [];
     await this.#send(request, signal, (chunk) => chunks.push(chunk));
     return parseJson(Buffer.concat(chunks).toString('utf8'), request.path);
+  }
+
+  /**
+   * GETs one JSON document unless it still has the ETag `ifNoneMatch` (HTTP 304: no body sent,
+   * nothing parsed). The aggregated discovery documents carry an ETag; asking them again every
+   * 30 s costs a request and no more while nothing was installed or removed.
+   */
+  async getJsonIfChanged(
+    request: KubeGet,
+    ifNoneMatch: string | undefined,
+    signal: AbortSignal,
+  ): Promise<ConditionalAnswer> {
+    const chunks: Buffer[] = [];
+    const head = await this.#send(request, signal, (chunk) => chunks.push(chunk), {
+      ifNoneMatch,
+    });
+    if (head.status === 304) return { changed: false };
+    const body = parseJson(Buffer.concat(chunks).toString('utf8'), request.path);
+    return { changed: true, body, etag: head.etag };
   }
 
   /**
@@ -101,27 +131,38 @@ export class KubeHttp {
     request: KubeGet,
     signal: AbortSignal,
     onChunk: (chunk: Buffer) => void,
-    retryOnReuse = true,
-  ): Promise<void> {
+    options: { readonly ifNoneMatch?: string | undefined; readonly isRetry?: boolean } = {},
+  ): Promise<SentHead> {
+    const aborted: SentHead = { status: 0, etag: undefined };
     const prepared = await this.#prepare(request);
-    if (signal.aborted) return;
+    if (signal.aborted) return aborted;
     const { url, agent, headers, auth, send } = prepared;
-    await new Promise<void>((resolve, reject) => {
+    const ifNoneMatch = options.ifNoneMatch;
+    return new Promise<SentHead>((resolve, reject) => {
       let responded = false;
       const outgoing = send(
         url,
         {
           method: 'GET',
           agent,
-          headers: { ...headers, accept: request.accept ?? ACCEPT_JSON, 'user-agent': USER_AGENT },
+          headers: {
+            ...headers,
+            accept: request.accept ?? ACCEPT_JSON,
+            'user-agent': USER_AGENT,
+            ...(ifNoneMatch === undefined ? {} : { 'if-none-match': ifNoneMatch }),
+          },
           ...(auth === undefined ? {} : { auth }),
           signal,
         },
         (response) => {
           responded = true;
-          if (response.statusCode !== 200) {
+          const etagHeader = response.headers.etag;
+          const head: SentHead = { status: response.statusCode ?? 0, etag: etagHeader };
+          // 304 only answers a conditional GET: to any other request it is a refusal.
+          const notModified = response.statusCode === 304 && ifNoneMatch !== undefined;
+          if (response.statusCode !== 200 && !notModified) {
             refusal(response, url.pathname).then((err) => {
-              if (signal.aborted) resolve();
+              if (signal.aborted) resolve(aborted);
               else reject(err);
             }, reject);
             return;
@@ -136,20 +177,22 @@ export class KubeHttp {
           });
           response.once('error', () => undefined);
           response.once('close', () => {
-            if (response.complete || signal.aborted) resolve();
+            if (signal.aborted) resolve(aborted);
+            else if (response.complete) resolve(head);
             else reject(new Error(`${url.pathname}: connection cut before the end of the body`));
           });
         },
       );
       outgoing.once('error', (err: NodeJS.ErrnoException) => {
         if (signal.aborted) {
-          resolve();
+          resolve(aborted);
           return;
         }
         // A kept-alive socket the server closed while it was idle, before any answer: the GET
         // went nowhere, so it goes once more, on a new connection if none other is free.
-        if (retryOnReuse && !responded && outgoing.reusedSocket && err.code === 'ECONNRESET') {
-          this.#send(request, signal, onChunk, false).then(resolve, reject);
+        const reset = err.code === 'ECONNRESET';
+        if (options.isRetry !== true && !responded && outgoing.reusedSocket && reset) {
+          this.#send(request, signal, onChunk, { ...options, isRetry: true }).then(resolve, reject);
           return;
         }
         reject(err);

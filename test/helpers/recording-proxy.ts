@@ -32,6 +32,7 @@ export interface RecordingProxy {
 export type ProxyAnswer = (
   method: string,
   path: string,
+  accept: string,
 ) => { readonly status: number; readonly body: object } | undefined;
 
 /**
@@ -48,7 +49,7 @@ export async function startRecordingProxy(
   const server = createProxyServer((incoming, outgoing) => {
     const path = incoming.url ?? '/';
     requests.push({ method: incoming.method ?? '', path });
-    const own = answer(incoming.method ?? '', path);
+    const own = answer(incoming.method ?? '', path, incoming.headers.accept ?? '');
     if (own !== undefined) {
       const body = Buffer.from(JSON.stringify(own.body));
       exchanges.push({

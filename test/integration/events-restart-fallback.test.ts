@@ -3,9 +3,10 @@
 //   gateway stores an Event once per series count (the message id is the Event's UID and count),
 //   so an Event unchanged while the collector was down is not stored twice, and one whose series
 //   grew meanwhile is stored with its new count;
-// - where events.k8s.io/v1 is not served (a proxy in front of the API server answers its
-//   discovery and every request under it with the API server's own 404), the collector watches
-//   core/v1 Events instead, and they flow.
+// - where events.k8s.io/v1 is not served (a proxy in front of the API server refuses the
+//   aggregated discovery document and answers events.k8s.io/v1's own discovery and every request
+//   under it with the API server's own 404), the collector watches core/v1 Events instead, and
+//   they flow.
 import { CoreV1Api, RbacAuthorizationV1Api, type CoreV1Event } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { PAYLOAD_KUBE_EVENT } from '../../collector/sources/events/opt-in.js';
@@ -156,8 +157,13 @@ describe('Kubernetes Events against the real API server', () => {
         subjects: [{ kind: 'ServiceAccount', name: account, namespace: ns.name }],
       },
     });
-    const proxy = await startRecordingProxy(kc, (_method, path) =>
-      path.startsWith('/apis/events.k8s.io')
+    // The aggregated /apis document lists events.k8s.io too: the proxy refuses its media type
+    // (406, as a strict proxy does), so discovery reads each group version and meets the 404.
+    const proxy = await startRecordingProxy(kc, (_method, path, accept) => {
+      if (path === '/apis' && accept.includes('apidiscovery.k8s.io')) {
+        return { status: 406, body: { kind: 'Status', code: 406, message: 'not acceptable' } };
+      }
+      return path.startsWith('/apis/events.k8s.io')
         ? {
             status: 404,
             body: {
@@ -171,8 +177,8 @@ describe('Kubernetes Events against the real API server', () => {
               code: 404,
             },
           }
-        : undefined,
-    );
+        : undefined;
+    });
     try {
       const token = await core.createNamespacedServiceAccountToken({
         name: account,

@@ -50,6 +50,8 @@ describe('events source', () => {
             },
           });
         }),
+      getJsonIfChanged: (): Promise<never> =>
+        Promise.reject(new Error('events discovery is not part of this test')),
       stream: (): Promise<void> => Promise.reject(new Error('the test watches through the hub')),
     };
     // The pod appears (CREATED), then runs (STARTED), in one watch after an empty list.

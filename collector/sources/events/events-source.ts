@@ -51,7 +51,7 @@ export interface EventsSourceDeps {
   readonly clock: Clock;
   readonly sink: Sink;
   /** Owner lookups and discovery (and the watches, without `watches`). */
-  readonly http: Pick<KubeHttp, 'getJson' | 'stream'>;
+  readonly http: Pick<KubeHttp, 'getJson' | 'getJsonIfChanged' | 'stream'>;
   /** The collector's shared watches (the lifecycle's pods are the log source's and state's). */
   readonly watches?: WatchHub;
 }
