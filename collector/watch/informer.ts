@@ -38,6 +38,8 @@ export interface InformerOptions<T> {
   onChange(change: Change<T>): void;
   onForbidden?(err: unknown, verb: 'list' | 'watch'): void;
   onRestart?(cause: RestartCause): void;
+  /** A list or watch failed (other than a denial) and is retried with backoff. */
+  onFailure?(failure: { code: number | undefined; verb: 'list' | 'watch' }): void;
   /** After every successful (re)list. */
   onSynced?(): void;
   readonly random?: () => number;
@@ -123,6 +125,7 @@ export class Informer<T extends Cached> {
               verb,
               message: err instanceof Error ? err.message : String(err),
             };
+            this.#options.onFailure?.(this.#failure);
           },
         },
         signal,

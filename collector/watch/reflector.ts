@@ -226,7 +226,13 @@ async function backOff<T>(
   if (denied && !state.wasForbidden) ctx.handlers.forbidden(err, verb);
   if (!denied) {
     ctx.handlers.failed?.(err, verb);
-    ctx.logger.warn({ err, verb, backoffMs: state.backoff }, 'watch failed');
+    if (code === 404) {
+      // Not served (any more): a removed CRD or version. Its owner hears of it through `failed`
+      // and decides (the state source stops the watch after asking discovery); not an error.
+      ctx.logger.info({ verb, backoffMs: state.backoff }, 'watch target not found (404)');
+    } else {
+      ctx.logger.warn({ err, verb, backoffMs: state.backoff }, 'watch failed');
+    }
   }
   state.wasForbidden = denied;
   // Denied: relist only after the longest backoff, never in a loop.

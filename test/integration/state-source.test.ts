@@ -502,6 +502,75 @@ describe('state source: bad input and security.profile strict', () => {
     await arrives(running.states, 'configmaps', 'still-flowing', 'ADDED');
   }, 120_000);
 
+  it('discovery sleeps while every watch runs, and asks again every interval while one waits for its resource', async () => {
+    /** The source's discovery requests (the roots, or a group version's list), not its lists. */
+    const asked: string[] = [];
+    const isDiscovery = (path: string) => /^\/apis?(\/[^/]+){0,2}$/.test(path);
+    const real = new KubeHttp(kc);
+    const http = Object.assign(Object.create(real) as KubeHttp, {
+      getJsonIfChanged: (...args: Parameters<KubeHttp['getJsonIfChanged']>) => {
+        asked.push(args[0].path);
+        return real.getJsonIfChanged(...args);
+      },
+      getJson: (...args: Parameters<KubeHttp['getJson']>) => {
+        if (isDiscovery(args[0].path)) asked.push(args[0].path);
+        return real.getJson(...args);
+      },
+      stream: (...args: Parameters<KubeHttp['stream']>) => real.stream(...args),
+    });
+    const INTERVAL_MS = 200;
+    const rule = (id: string, resources: string[]) => ({
+      id,
+      namespace: ns.name,
+      resources,
+      label_selector: '',
+      field_selector: '',
+    });
+    const sourceWith = (rules: ReturnType<typeof rule>[]) =>
+      createStateSource(
+        {
+          state: { enabled: true, resync_period: 0, redact_secrets: true, rules },
+          identity: { clusterId: 'c', agentId: 'a' },
+          secretsMetadataOnly: false,
+          discoveryIntervalMs: INTERVAL_MS,
+        },
+        {
+          logger: pino({ level: 'silent' }),
+          clock: systemClock,
+          sink: { enqueue: () => undefined },
+          http,
+        },
+      );
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 15 * INTERVAL_MS));
+    try {
+      // Every resource served: one round at start (the two roots), then nothing for 15 intervals.
+      const served = sourceWith([rule('served', ['configmaps', 'deployments'])]);
+      await served.start(new AbortController().signal);
+      await eventually(
+        'both watches synced',
+        () => Promise.resolve(served.watches().every((w) => w.state === 'synced') || undefined),
+        WAIT,
+      );
+      await settle();
+      await served.close();
+      expect(asked).toEqual(['/api', '/apis']);
+
+      // One resource not served: asked again every interval while it waits.
+      asked.length = 0;
+      const waiting = sourceWith([
+        rule('served', ['configmaps']),
+        rule('waiting', ['nothing.kubexa.test/v1/gadgets']),
+      ]);
+      await waiting.start(new AbortController().signal);
+      await settle();
+      await waiting.close();
+      const rounds = asked.filter((path) => path === '/apis').length;
+      expect(rounds, asked.join(' ')).toBeGreaterThanOrEqual(5);
+    } finally {
+      real.close();
+    }
+  });
+
   it('config check names the key of a bare unknown resource in a state rule', () => {
     expect(() =>
       loadConfig({
