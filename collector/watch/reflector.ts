@@ -226,10 +226,11 @@ async function backOff<T>(
   if (denied && !state.wasForbidden) ctx.handlers.forbidden(err, verb);
   if (!denied) {
     ctx.handlers.failed?.(err, verb);
-    if (code === 404) {
+    if (code === 404 && state.backoff < MAX_BACKOFF_MS) {
       // Not served (any more): a removed CRD or version. Its owner hears of it through `failed`
-      // and decides (the state source stops the watch after asking discovery); not an error.
-      ctx.logger.info({ verb, backoffMs: state.backoff }, 'watch target not found (404)');
+      // and decides (the state source stops the watch after asking discovery); not an error
+      // until the backoff has reached its longest, when it is reported as any failure.
+      ctx.logger.info({ err, verb, backoffMs: state.backoff }, 'watch target not found (404)');
     } else {
       ctx.logger.warn({ err, verb, backoffMs: state.backoff }, 'watch failed');
     }

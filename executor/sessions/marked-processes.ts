@@ -41,13 +41,14 @@ const TERMINAL_SIZE_STEPS = 20;
 
 /**
  * The wrapper's wait for the terminal's size: only on a terminal, only where `stty` exists, at
- * most TERMINAL_SIZE_STEPS × 50 ms; a size that never comes starts the command anyway.
+ * most TERMINAL_SIZE_STEPS × 50 ms; a size that never comes starts the command anyway. Its
+ * variables are the wrapper's own names: a container that exports `i` keeps it.
  */
 const WAIT_FOR_TERMINAL_SIZE =
-  '[ -t 0 ] && command -v stty >/dev/null 2>&1 && { i=0; ' +
-  `while [ $i -lt ${TERMINAL_SIZE_STEPS} ]; do ` +
-  's=$(stty size 2>/dev/null); case "$s" in [1-9]*" "[1-9]*) break;; esac; ' +
-  'sleep 0.05 2>/dev/null || break; i=$((i+1)); done; }; ';
+  '[ -t 0 ] && command -v stty >/dev/null 2>&1 && { kubexa_step=0; ' +
+  `while [ $kubexa_step -lt ${TERMINAL_SIZE_STEPS} ]; do ` +
+  'kubexa_size=$(stty size 2>/dev/null); case "$kubexa_size" in [1-9]*" "[1-9]*) break;; esac; ' +
+  'sleep 0.05 2>/dev/null || break; kubexa_step=$((kubexa_step+1)); done; }; ';
 
 export interface MarkOptions {
   /** A terminal size was asked for: the command starts once the terminal has one (bounded). */
@@ -57,14 +58,20 @@ export interface MarkOptions {
 /** The command wrapped so that it and its descendants carry a fresh marker. */
 export function markCommand(command: readonly string[], options: MarkOptions = {}): MarkedCommand {
   const marker = randomBytes(16).toString('hex');
-  const waitForSize = options.waitForTerminalSize === true ? WAIT_FOR_TERMINAL_SIZE : '';
+  const mark = `${CONSOLE_MARKER_ENV}=${marker}; export ${CONSOLE_MARKER_ENV}; `;
+  if (options.waitForTerminalSize !== true) {
+    return { marker, argv: [SHELL, '-c', `${mark}exec "$@"`, 'sh', ...command] };
+  }
+  // The wait runs in a second shell exec'd with the marker already in its environment: a session
+  // ended during the wait finds that shell (and its `stty` and `sleep`) by the marker, as it finds
+  // the command after it. A shell only exports to what it starts, so the first one is never found.
   return {
     marker,
     argv: [
       SHELL,
       '-c',
-      `${waitForSize}${CONSOLE_MARKER_ENV}=${marker}; export ${CONSOLE_MARKER_ENV}; exec "$@"`,
-      'sh',
+      `${mark}exec ${SHELL} -c "$0" sh "$@"`,
+      `${WAIT_FOR_TERMINAL_SIZE}exec "$@"`,
       ...command,
     ],
   };

@@ -3,7 +3,7 @@
 // Changes made just before the restart and right after it all arrive at the demo gateway: every
 // resourceVersion the API server returned is there, none twice; each object ADDED once, the
 // deleted ones DELETED once; the watch recovers (well) within 30 s of the API server answering.
-import { CoreV1Api } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { restartApiServer } from '../cluster/restart.js';
 import {
@@ -17,14 +17,57 @@ import { startStateCollector, type SeenState } from './state-collector.js';
 const kubeconfigPath = inject('kubeconfigPath');
 const kc = loadKubeConfig(kubeconfigPath);
 const core = kc.makeApiClient(CoreV1Api);
+const crds = kc.makeApiClient(ApiextensionsV1Api);
+const custom = kc.makeApiClient(CustomObjectsApi);
+/** A CRD of this file's own: its resource is briefly not served after the API server restarts. */
+const GROUP = `r${String(Date.now() % 1_000_000)}.kubexa.test`;
 /** Recovery bound: a generous one, not a speed claim (the reflector backs off up to 30 s). */
 const RECOVERY_MS = 30_000;
 
 let ns: TestNamespace;
 beforeAll(async () => {
   ns = await createTestNamespace(kc, 'state-restart');
+  await crds.createCustomResourceDefinition({
+    body: {
+      metadata: { name: `gizmos.${GROUP}` },
+      spec: {
+        group: GROUP,
+        scope: 'Namespaced',
+        names: { plural: 'gizmos', singular: 'gizmo', kind: 'Gizmo' },
+        versions: [
+          {
+            name: 'v1',
+            served: true,
+            storage: true,
+            schema: {
+              openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
+            },
+          },
+        ],
+      },
+    },
+  });
+  await eventually(
+    'the gizmos CRD served',
+    async () => {
+      const served: boolean = await custom
+        .listNamespacedCustomObject({
+          group: GROUP,
+          version: 'v1',
+          namespace: 'default',
+          plural: 'gizmos',
+        })
+        .then(
+          () => true,
+          () => false,
+        );
+      return served || undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
 });
 afterAll(async () => {
+  await crds.deleteCustomResourceDefinition({ name: `gizmos.${GROUP}` });
   await ns.delete();
 });
 
@@ -41,7 +84,7 @@ describe('state source across an API server restart', () => {
       '    resync_period: "0"',
       '    rules:',
       `      - namespace: ${ns.name}`,
-      '        resources: [configmaps]',
+      `        resources: [configmaps, ${GROUP}/v1/gizmos]`,
     ]);
     const ports = running.collector.health.ports();
     await eventually(
@@ -72,6 +115,27 @@ describe('state source across an API server restart', () => {
       expected.push(made.metadata?.resourceVersion ?? '');
     };
 
+    // A CRD's object: right after the restart its resource is not served until the API server's
+    // CRD informer has synced; the watch must ride that out, not stop and send it again.
+    const gizmo = (spec: object) => ({
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Gizmo',
+      metadata: { name: 'g1' },
+      spec,
+    });
+    await custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: 'v1',
+      namespace: ns.name,
+      plural: 'gizmos',
+      body: gizmo({ size: 1 }),
+    });
+    await eventually(
+      'the gizmo at the gateway',
+      () => Promise.resolve(running.states.some((s) => s.name === 'g1') || undefined),
+      { timeoutMs: 30_000 },
+    );
+
     // Before: ten objects, five changed; the restart follows at once, some of it in flight.
     for (let i = 0; i < 10; i++) await create(i);
     for (let i = 0; i < 5; i++) await update(i, '1');
@@ -81,6 +145,28 @@ describe('state source across an API server restart', () => {
     for (let i = 5; i < 10; i++) await update(i, '2');
     const deleted = ['c0', 'c1', 'c2'];
     for (const name of deleted) await core.deleteNamespacedConfigMap({ name, namespace: ns.name });
+    await eventually(
+      'the gizmo changed after the restart',
+      async () => {
+        const current = (await custom.getNamespacedCustomObject({
+          group: GROUP,
+          version: 'v1',
+          namespace: ns.name,
+          plural: 'gizmos',
+          name: 'g1',
+        })) as { metadata: object };
+        await custom.replaceNamespacedCustomObject({
+          group: GROUP,
+          version: 'v1',
+          namespace: ns.name,
+          plural: 'gizmos',
+          name: 'g1',
+          body: { ...gizmo({ size: 2 }), metadata: current.metadata },
+        });
+        return true;
+      },
+      { timeoutMs: RECOVERY_MS },
+    );
 
     await eventually(
       'every change after the restart',
@@ -93,8 +179,25 @@ describe('state source across an API server restart', () => {
       },
       { timeoutMs: RECOVERY_MS, intervalMs: 100 },
     );
+    await eventually(
+      'the gizmo change after the restart at the gateway',
+      () =>
+        Promise.resolve(
+          running.states.some(
+            (s) =>
+              s.name === 'g1' &&
+              s.type === 'MODIFIED' &&
+              JSON.stringify(s.object['spec']) === JSON.stringify({ size: 2 }),
+          ) || undefined,
+        ),
+      { timeoutMs: RECOVERY_MS, intervalMs: 100 },
+    );
     // A moment more for anything repeated to show up.
     await new Promise((resolve) => setTimeout(resolve, 2000));
+    // The CRD's watch rode out the restart: never stopped, its object never sent again.
+    const gizmoEvents = running.states.filter((s) => s.name === 'g1').map((s) => s.type);
+    expect(gizmoEvents).toEqual(['ADDED', 'MODIFIED']);
+    expect(running.logs.raw.filter((l) => l.includes('"why":"resource removed"'))).toEqual([]);
     const changes = ours().filter((s) => s.type !== 'DELETED');
     const rvs = changes.map(rvOf);
     expect(new Set(rvs).size, `a resourceVersion twice: ${rvs.join(' ')}`).toBe(rvs.length);

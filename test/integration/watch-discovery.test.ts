@@ -184,7 +184,7 @@ describe('discovery for the watches, against the real API server', () => {
   });
 
   it('a group version the aggregator marks Stale resolves as failed, not missing', async () => {
-    const group = 'stale.kubexa.test';
+    const group = `stale${String(Date.now() % 1_000_000)}.kubexa.test`;
     await registration.createAPIService({
       body: {
         metadata: { name: `v1.${group}` },

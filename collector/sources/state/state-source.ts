@@ -6,7 +6,10 @@
 //   unavailable while the other watches run on; a CRD installed later is picked up at the next
 //   round), or a round that could not ask. A running watch whose list the API server answers 404
 //   (its CRD or version removed: the objects were deleted, and their DELETED events sent, before
-//   the CRD itself went away) asks for a round at once, which stops it. While every watch runs,
+//   the CRD itself went away) asks for a round at once; it is stopped when that round and the next
+//   one both find the resource gone (one answer is not enough: right after an API server restart
+//   a CRD's resource is briefly absent, and a restarted watch would send every object again).
+//   While every watch runs,
 //   discovery sleeps: it was two requests every 30 s, about 5 ms of an idle collector's CPU each
 //   time (README, "Idle footprint").
 // - One watch per namespace + resource across rules: the first rule naming it decides the
@@ -172,6 +175,14 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
   let timer: ReturnType<typeof setTimeout> | undefined;
   /** The last round could not ask (discovery failed for a want): asked again at the interval. */
   let lastRoundFailed = false;
+  /** A round is queued and has not started: a 404 or the timer joins it instead of adding one. */
+  let roundQueued = false;
+  /**
+   * Running watches discovery called missing once: stopped only if the next round says so too.
+   * Right after an API server restart a CRD's resource answers 404 (and is absent from discovery)
+   * until the server's CRD informer has synced; stopping on one answer would replay every object.
+   */
+  const suspect = new Set<string>();
 
   const desired = (): Want[] => {
     const keys = new Set(statics.map(wantKey));
@@ -243,8 +254,8 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
       },
       onRestart: (cause) => deps.counters?.restarted(resource, cause),
       onFailure: (failure) => {
-        // Not served any more (its CRD or version removed): a round now stops the watch.
-        if (failure.code === 404) void reconcile();
+        // Not served any more (its CRD or version removed)? A round now, and one to confirm.
+        if (failure.code === 404) requestRound();
       },
     });
     const done = informer.run(AbortSignal.any([lifetime.signal, stop.signal]));
@@ -275,6 +286,12 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
       return running.has(key);
     }
     if (resolution.state === 'missing') {
+      if (running.has(key) && !suspect.has(key)) {
+        // First answer: keep the watch; the next round (armed while suspect) decides.
+        suspect.add(key);
+        return true;
+      }
+      suspect.delete(key);
       if (unavailable.get(key) !== resolution.reason) {
         logger.warn(
           {
@@ -290,11 +307,13 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
       return false;
     }
     unavailable.delete(key);
+    suspect.delete(key);
     if (!running.has(key)) start(want, resolution.resource, key);
     return true;
   }
 
   async function reconcileOnce(): Promise<void> {
+    roundQueued = false;
     if (isAborted(lifetime.signal)) return;
     lastRoundFailed = false;
     const resolve = discovery.snapshot(lifetime.signal);
@@ -313,6 +332,16 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
     for (const key of [...unavailable.keys()]) {
       if (!wanted.some((want) => wantKey(want) === key)) unavailable.delete(key);
     }
+    for (const key of [...suspect]) {
+      if (!running.has(key)) suspect.delete(key);
+    }
+  }
+
+  /** A round soon, unless one is queued and has not started yet. */
+  function requestRound(): void {
+    if (roundQueued) return;
+    roundQueued = true;
+    void reconcile();
   }
 
   function reconcile(): Promise<void> {
@@ -331,11 +360,11 @@ export function createStateSource(options: StateSourceOptions, deps: StateSource
 
   /** Arms the next round while a want waits on discovery; otherwise discovery sleeps. */
   function scheduleRound(): void {
-    const waiting = unavailable.size > 0 || lastRoundFailed;
+    const waiting = unavailable.size > 0 || suspect.size > 0 || lastRoundFailed;
     if (!waiting || timer !== undefined || isAborted(lifetime.signal)) return;
     timer = setTimeout(() => {
       timer = undefined;
-      void reconcile();
+      requestRound();
     }, options.discoveryIntervalMs ?? DISCOVERY_INTERVAL_MS);
     timer.unref();
   }
