@@ -7,7 +7,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   ApiextensionsV1Api,
-  ApiregistrationV1Api,
   CoreV1Api,
   KubeConfig,
   RbacAuthorizationV1Api,
@@ -27,6 +26,7 @@ import { createExecutorServer } from '../../executor/server/executor-server.js';
 import { AgentMessage, ExecutorState, Gate, type ResourceCatalog } from '../../proto/index.js';
 import { systemClock } from '../../shared/clock.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+import { crdManifest, registerDeadApiService } from '../helpers/test-apis.js';
 import { startHoldingProxy } from '../helpers/holding-proxy.js';
 import { load } from '../../shared/config/load-for-test.js';
 import {
@@ -221,24 +221,7 @@ describe('capability catalog', () => {
     const group = 'clock.kubexa.test';
     const ext = kc.makeApiClient(ApiextensionsV1Api);
     await ext.createCustomResourceDefinition({
-      body: {
-        metadata: { name: `ticks.${group}` },
-        spec: {
-          group,
-          scope: 'Cluster',
-          names: { plural: 'ticks', singular: 'tick', kind: 'Tick' },
-          versions: [
-            {
-              name: 'v1',
-              served: true,
-              storage: true,
-              schema: {
-                openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
-              },
-            },
-          ],
-        },
-      },
+      body: crdManifest({ group, plural: 'ticks', kind: 'Tick', scope: 'Cluster' }),
     });
     cleanups.push(() => ext.deleteCustomResourceDefinition({ name: `ticks.${group}` }));
     // Served (so discovery lists it) before the clock moves: then one 5-minute round publishes it.
@@ -308,24 +291,7 @@ describe('capability catalog', () => {
     const group = 'catalog.kubexa.test';
     const ext = kc.makeApiClient(ApiextensionsV1Api);
     await ext.createCustomResourceDefinition({
-      body: {
-        metadata: { name: `gadgets.${group}` },
-        spec: {
-          group,
-          scope: 'Cluster',
-          names: { plural: 'gadgets', singular: 'gadget', kind: 'Gadget' },
-          versions: [
-            {
-              name: 'v1',
-              served: true,
-              storage: true,
-              schema: {
-                openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
-              },
-            },
-          ],
-        },
-      },
+      body: crdManifest({ group, plural: 'gadgets', kind: 'Gadget', scope: 'Cluster' }),
     });
     cleanups.push(() => ext.deleteCustomResourceDefinition({ name: `gadgets.${group}` }));
     const second = await eventually(
@@ -361,21 +327,7 @@ describe('capability catalog', () => {
 
   it('lists an aggregated API whose service is gone in failed_groups and keeps the rest', async () => {
     const group = 'dead.kubexa.test';
-    const registration = kc.makeApiClient(ApiregistrationV1Api);
-    await registration.createAPIService({
-      body: {
-        metadata: { name: `v1.${group}` },
-        spec: {
-          group,
-          version: 'v1',
-          service: { namespace: ns.name, name: 'nothing-here', port: 443 },
-          insecureSkipTLSVerify: true,
-          groupPriorityMinimum: 1000,
-          versionPriority: 15,
-        },
-      },
-    });
-    cleanups.push(() => registration.deleteAPIService({ name: `v1.${group}` }));
+    cleanups.push(await registerDeadApiService(kc, ns.name, group));
     const { catalog } = collectorCatalog('query: {rules: [{resources: ["*"]}]}');
     const withFailure = await eventually(
       'the dead group in failed_groups',

@@ -12,6 +12,7 @@ import {
   loadKubeConfig,
   type TestNamespace,
 } from '../helpers/kube.js';
+import { crdManifest } from '../helpers/test-apis.js';
 import { startStateCollector, type SeenState } from './state-collector.js';
 
 const kubeconfigPath = inject('kubeconfigPath');
@@ -28,24 +29,7 @@ let ns: TestNamespace;
 beforeAll(async () => {
   ns = await createTestNamespace(kc, 'state-restart');
   await crds.createCustomResourceDefinition({
-    body: {
-      metadata: { name: `gizmos.${GROUP}` },
-      spec: {
-        group: GROUP,
-        scope: 'Namespaced',
-        names: { plural: 'gizmos', singular: 'gizmo', kind: 'Gizmo' },
-        versions: [
-          {
-            name: 'v1',
-            served: true,
-            storage: true,
-            schema: {
-              openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
-            },
-          },
-        ],
-      },
-    },
+    body: crdManifest({ group: GROUP, plural: 'gizmos', kind: 'Gizmo', scope: 'Namespaced' }),
   });
   await eventually(
     'the gizmos CRD served',

@@ -5,7 +5,7 @@
 // Stale resolves as failed (a running watch is left as it is), one never served as missing; and
 // a server without aggregated discovery, or a proxy that refuses its media type, gets the read
 // per group version with the same answers.
-import { ApiextensionsV1Api, ApiregistrationV1Api } from '@kubernetes/client-node';
+import { ApiextensionsV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Discovery, type Resolution, type ResourceRef } from '../../collector/watch/discovery.js';
 import { KubeHttp, KubeRequestError } from '../../collector/watch/kube-http.js';
@@ -15,10 +15,10 @@ import {
   loadKubeConfig,
   type TestNamespace,
 } from '../helpers/kube.js';
+import { crdManifest, registerDeadApiService } from '../helpers/test-apis.js';
 
 const kc = loadKubeConfig(inject('kubeconfigPath'));
 const crds = kc.makeApiClient(ApiextensionsV1Api);
-const registration = kc.makeApiClient(ApiregistrationV1Api);
 const WAIT = { timeoutMs: 60_000, intervalMs: 500 };
 
 let ns: TestNamespace;
@@ -32,6 +32,16 @@ afterAll(async () => {
 });
 
 type DiscoveryHttp = ConstructorParameters<typeof Discovery>[0];
+
+/** A client of its own, closed after the file. */
+function testClient(): KubeHttp {
+  const http = new KubeHttp(kc);
+  cleanups.push(() => {
+    http.close();
+    return Promise.resolve();
+  });
+  return http;
+}
 
 /** A real client that records what discovery asked: conditional answers and per-GV reads. */
 function recording(
@@ -88,11 +98,7 @@ function available(resolution: Resolution | undefined) {
 
 describe('discovery for the watches, against the real API server', () => {
   it('a refresh with nothing changed is one request per root answered 304; a CRD installed is seen at the next one', async () => {
-    const http = new KubeHttp(kc);
-    cleanups.push(() => {
-      http.close();
-      return Promise.resolve();
-    });
+    const http = testClient();
     const recorder = recording(http);
     const discovery = new Discovery(recorder.client);
 
@@ -133,22 +139,7 @@ describe('discovery for the watches, against the real API server', () => {
       reason: `the API server does not serve ${group}/v1`,
     });
     await crds.createCustomResourceDefinition({
-      body: {
-        metadata: { name: `gadgets.${group}` },
-        spec: {
-          group,
-          scope: 'Cluster',
-          names: { plural: 'gadgets', singular: 'gadget', kind: 'Gadget' },
-          versions: [
-            {
-              name: 'v1',
-              served: true,
-              storage: true,
-              schema: { openAPIV3Schema: { type: 'object' } },
-            },
-          ],
-        },
-      },
+      body: crdManifest({ group, plural: 'gadgets', kind: 'Gadget', scope: 'Cluster' }),
     });
     cleanups.push(() => crds.deleteCustomResourceDefinition({ name: `gadgets.${group}` }));
     recorder.reset();
@@ -166,11 +157,7 @@ describe('discovery for the watches, against the real API server', () => {
   });
 
   it('a resource or group version never served is missing, with a reason that names it', async () => {
-    const http = new KubeHttp(kc);
-    cleanups.push(() => {
-      http.close();
-      return Promise.resolve();
-    });
+    const http = testClient();
     const discovery = new Discovery(http);
     const [noResource, noGroup] = await resolveAll(discovery, [
       { group: '', version: 'v1', resource: 'gadgets' },
@@ -185,25 +172,8 @@ describe('discovery for the watches, against the real API server', () => {
 
   it('a group version the aggregator marks Stale resolves as failed, not missing', async () => {
     const group = `stale${String(Date.now() % 1_000_000)}.kubexa.test`;
-    await registration.createAPIService({
-      body: {
-        metadata: { name: `v1.${group}` },
-        spec: {
-          group,
-          version: 'v1',
-          service: { namespace: ns.name, name: 'nothing-here', port: 443 },
-          insecureSkipTLSVerify: true,
-          groupPriorityMinimum: 1000,
-          versionPriority: 15,
-        },
-      },
-    });
-    cleanups.push(() => registration.deleteAPIService({ name: `v1.${group}` }));
-    const http = new KubeHttp(kc);
-    cleanups.push(() => {
-      http.close();
-      return Promise.resolve();
-    });
+    cleanups.push(await registerDeadApiService(kc, ns.name, group));
+    const http = testClient();
     const recorder = recording(http);
     const discovery = new Discovery(recorder.client);
     const stale = await eventually(
@@ -222,11 +192,7 @@ describe('discovery for the watches, against the real API server', () => {
   });
 
   it('without aggregated discovery (a plain answer, or a proxy refusing its media type) each group version is read, with the same answers', async () => {
-    const http = new KubeHttp(kc);
-    cleanups.push(() => {
-      http.close();
-      return Promise.resolve();
-    });
+    const http = testClient();
     const refs = [
       PODS,
       DEPLOYMENTS,
